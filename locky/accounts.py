@@ -1,0 +1,88 @@
+"""Accounts: registration, login with lockout, refresh-token rotation and logout."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from typing import Any
+
+from locky import events
+from locky.errors import Locked, Unauthorized
+from locky.records import Identity, User
+
+BAD_LOGIN = "Invalid email or password."
+
+
+class Accounts:
+    """The account operations of one app, over its storage, hasher and token backend."""
+
+    def __init__(self, context):
+        self.context = context
+        self.settings = context.settings
+        # Checked against for unknown emails, so both failures cost one hash check.
+        self._dummy_hash = context.password_hasher.hash(secrets.token_urlsafe(16))
+
+    def register(self, *, name: str, email: str, password: str, request_id: str | None = None) -> User:
+        user = self.context.storage.users.create(
+            name=name, email=email, password_hash=self.context.password_hasher.hash(password)
+        )
+        self.context.emit(events.USER_REGISTERED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
+        self.context.emit(events.RECORD_CREATED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
+        return user
+
+    def login(self, email: str, password: str, request_id: str | None = None) -> dict[str, Any]:
+        storage, hasher = self.context.storage, self.context.password_hasher
+        retry_after = storage.throttle.hit(
+            email, limit=self.settings.login_max_failures, window=self.settings.login_window
+        )
+        if retry_after is not None:
+            self.context.emit(events.LOGIN_FAILED, details={"email": email, "reason": "locked"}, request_id=request_id)
+            raise Locked(retry_after)
+        user = storage.users.get_by_email(email)
+        matches = hasher.verify(password, user.password_hash if user else self._dummy_hash)
+        if user is None or not matches:
+            self.context.emit(events.LOGIN_FAILED, details={"email": email}, request_id=request_id)
+            raise Unauthorized(BAD_LOGIN)
+        storage.throttle.reset(email)
+        if hasher.needs_rehash(user.password_hash):
+            user = storage.users.update(user.id, password_hash=hasher.hash(password))
+        body = self._start_session(user)
+        self.context.emit(events.LOGIN_SUCCEEDED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
+        return body
+
+    def _start_session(self, user: User) -> dict[str, Any]:
+        tokens = self.context.tokens
+        session_uuid = str(uuid.uuid4())
+        refresh = tokens.issue(user_uuid=user.uuid, session_uuid=session_uuid, kind="refresh")
+        self.context.storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=refresh.jti)
+        return self._token_body(user, session_uuid, refresh.token)
+
+    def _token_body(self, user: User, session_uuid: str, refresh_token: str) -> dict[str, Any]:
+        access = self.context.tokens.issue(user_uuid=user.uuid, session_uuid=session_uuid, kind="access")
+        return {
+            "access_token": access.token,
+            "token_type": "Bearer",
+            "expires_in": access.expires_in,
+            "refresh_token": refresh_token,
+            "user": user,
+        }
+
+    def refresh(self, refresh_token: str, request_id: str | None = None) -> dict[str, Any]:
+        tokens, sessions = self.context.tokens, self.context.storage.sessions
+        claims = tokens.verify(refresh_token, kind="refresh")
+        new = tokens.issue(user_uuid=claims.subject, session_uuid=claims.session_uuid, kind="refresh")
+        if not sessions.rotate(claims.session_uuid, claims.jti, new.jti):
+            self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=claims.subject,
+                              details={"session_uuid": claims.session_uuid, "reason": "refresh token reused or revoked"},
+                              request_id=request_id)
+            raise Unauthorized("The refresh token has been used or revoked.")
+        found = sessions.identity(claims.session_uuid)
+        if found is None or found[1].uuid != claims.subject:
+            raise Unauthorized("The refresh token has been revoked.")
+        return self._token_body(found[1], claims.session_uuid, new.token)
+
+    def logout(self, identity: Identity, request_id: str | None = None) -> None:
+        if identity.session_uuid and self.context.storage.sessions.revoke(identity.session_uuid):
+            self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=identity.user.uuid,
+                              details={"session_uuid": identity.session_uuid, "reason": "logout"},
+                              request_id=request_id)

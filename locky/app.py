@@ -1,0 +1,95 @@
+"""The app factory: settings and plugins in, a Falcon WSGI app out, nothing global."""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Iterable
+
+import falcon
+import falcon.routing
+
+from locky import errors, spec
+from locky.context import Context
+from locky.middleware import Authentication, RequestContext
+from locky.plugins import build_plugin_manager
+from locky.registry import ProviderError
+from locky.resources import swagger
+from locky.routes import Route
+from locky.settings import Settings, SettingsError
+
+log = logging.getLogger("locky")
+MAX_ID = 2**63 - 1
+
+
+class IdConverter(falcon.routing.BaseConverter):
+    """``{id:id}``: plain decimal digits, 1 to 2**63-1; anything else is no route (404)."""
+
+    PATTERN = re.compile(r"^[1-9][0-9]{0,18}$")
+
+    def convert(self, value: str):
+        if not self.PATTERN.match(value):
+            return None
+        number = int(value)
+        return number if number <= MAX_ID else None
+
+
+class LockyApp(falcon.App):
+    """A Falcon app that carries its Locky :class:`~locky.context.Context`."""
+
+    context: Context
+    routes: list[Route]
+    swagger: dict[str, Any]
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) -> LockyApp:
+    """Build a Locky app: plugin manager, providers, routes and Swagger document.
+
+    ``settings`` defaults to :meth:`Settings.load` (environment and TOML);
+    ``plugins`` are extra plugin objects registered after installed ones.
+    Raises :class:`~locky.settings.SettingsError` on anything that must stop startup.
+    """
+    settings = (settings or Settings.load()).with_secret()
+    pm = build_plugin_manager(settings.plugins, plugins)
+    context = Context(settings, pm)
+    try:
+        context.build_providers()
+        context.storage.roles.sync_builtin(context.authorizer.builtin_roles())
+        routes = _collect_routes(context)
+    except ProviderError as exc:
+        context.close()
+        raise SettingsError(str(exc)) from None
+    except BaseException:
+        context.close()
+        raise
+
+    middleware = [RequestContext(settings.log_requests), Authentication(context)]
+    for extra in pm.hook.locky_middleware(context=context):
+        middleware.extend(extra or ())
+    app = LockyApp(middleware=middleware)
+    app.req_options.strip_url_path_trailing_slash = True
+    app.router_options.converters["id"] = IdConverter
+    errors.install(app)
+    document = spec.build(routes, pm.hook, context)
+    for route in routes + swagger.routes(document):
+        app.add_route(route.path, route.resource, **({"suffix": route.suffix} if route.suffix else {}))
+    app.context, app.routes, app.swagger = context, routes, document
+    pm.hook.locky_startup(context=context)
+    return app
+
+
+def _collect_routes(context: Context) -> list[Route]:
+    routes: list[Route] = []
+    seen: dict[tuple[str, str], str] = {}
+    for batch in context.hook.locky_routes(context=context):
+        for route in batch or ():
+            for op in route.operations:
+                key = (route.spec_path, op.method)
+                if key in seen:
+                    raise SettingsError(f"{op.method.upper()} {route.spec_path} is registered twice")
+                seen[key] = route.path
+            routes.append(route)
+    return routes

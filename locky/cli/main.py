@@ -1,0 +1,129 @@
+"""``locky``: the operator's command (serve, spec, grant-admin, revoke-admin, plugins)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from locky.settings import Settings, SettingsError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="locky", description="Locky access-management service.")
+    parser.add_argument("--version", action="version", version="locky 1.0.0")
+    parser.add_argument("--config", help="a TOML settings file (also LOCKY_CONFIG)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the service (multi-process)")
+    serve.add_argument("--host", help="address to listen on (LOCKY_HOST, default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (LOCKY_PORT, default 8080)")
+    serve.add_argument("--workers", type=int, help="worker processes (default 2)")
+
+    sub.add_parser("spec", help="print the Swagger 2.0 document")
+
+    for name, text in (("grant-admin", "make a registered user an admin"),
+                       ("revoke-admin", "take the admin grant back")):
+        command = sub.add_parser(name, help=text)
+        command.add_argument("email")
+
+    sub.add_parser("plugins", help="list the loaded plugins and where they come from")
+    sub.add_parser("check", help="check settings, database, policy files and plugins, then exit")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from locky.cli.server import configure_logging
+
+    configure_logging()
+    try:
+        overrides = {k: getattr(args, k, None) for k in ("host", "port", "workers")}
+        settings = Settings.load(config=args.config, **{k: v for k, v in overrides.items() if v is not None})
+        return COMMANDS[args.command](settings, args)
+    except SettingsError as exc:
+        print(f"locky: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve(settings, args) -> int:
+    from locky.cli.server import serve
+
+    serve(settings)
+    return 0
+
+
+def _with_app(settings, work) -> int:
+    from locky.app import create_app
+
+    app = create_app(settings.replace(log_requests=False))
+    try:
+        return work(app)
+    finally:
+        app.close()
+
+
+def _spec(settings, args) -> int:
+    def work(app):
+        print(json.dumps(app.swagger, indent=2))
+        return 0
+
+    return _with_app(settings, work)
+
+
+def _admin(grant: bool):
+    def command(settings, args) -> int:
+        def work(app):
+            storage = app.context.storage
+            user = storage.users.get_by_email(args.email.strip().lower())
+            if user is None:
+                print(f"locky: no live user with email {args.email}", file=sys.stderr)
+                return 1
+            changed = storage.grants.grant(user.uuid, "admin") if grant else storage.grants.revoke(user.uuid, "admin")
+            verb = "is now an admin" if grant else "is no longer an admin"
+            print(f"{user.email} {verb}" if changed else f"{user.email}: nothing to change")
+            return 0
+
+        return _with_app(settings, work)
+
+    return command
+
+
+def _plugins(settings, args) -> int:
+    from locky.plugins import describe
+
+    def work(app):
+        context = app.context
+        for row in describe(context.pm):
+            origin = row["distribution"] or row["file"] or "(object)"
+            print(f"{row['name']:<28} {origin}")
+            if row["hooks"]:
+                print(f"{'':<28}   hooks: {', '.join(row['hooks'])}")
+        for slot, registry in context.registries.items():
+            chosen = getattr(settings, slot)
+            names = ", ".join(f"{n}{'*' if n == chosen else ''}" for n in registry.names())
+            print(f"{slot:<28} {names}   (* = in use)")
+        return 0
+
+    return _with_app(settings, work)
+
+
+def _check(settings, args) -> int:
+    def work(app):
+        print(f"locky: settings, database, policy files and {len(app.routes)} routes are in order")
+        return 0
+
+    return _with_app(settings, work)
+
+
+COMMANDS = {
+    "serve": _serve,
+    "spec": _spec,
+    "grant-admin": _admin(True),
+    "revoke-admin": _admin(False),
+    "plugins": _plugins,
+    "check": _check,
+}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""``locky serve``: the app under gunicorn, one app (and one database pool) per worker."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from locky.settings import Settings
+
+log = logging.getLogger("locky")
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """JSON access lines as they are; other records with a short prefix; on stderr."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    access = logging.getLogger("locky.access")
+    access.handlers[:] = [handler]
+    access.propagate = False
+    access.setLevel(level)
+    other = logging.StreamHandler(sys.stderr)
+    other.setFormatter(logging.Formatter("locky %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("locky")
+    root.handlers[:] = [other]
+    root.setLevel(level)
+
+
+def serve(settings: Settings) -> None:
+    """Check the settings once in this process, then serve with ``settings.workers`` processes."""
+    import gunicorn.http.wsgi
+    from gunicorn.app.base import BaseApplication
+
+    from locky.app import create_app
+
+    gunicorn.http.wsgi.SERVER = "locky"  # no server version banner
+
+    settings = settings.with_secret()  # made once, before the workers fork
+    create_app(settings).close()  # fail fast: schema, policy files, plugins
+
+    class LockyServer(BaseApplication):
+        def load_config(self):
+            self.cfg.set("bind", [f"{_host(settings.host)}:{settings.port}"])
+            self.cfg.set("workers", settings.workers)
+            self.cfg.set("worker_class", "sync")
+            self.cfg.set("accesslog", None)
+            self.cfg.set("graceful_timeout", 10)
+            self.cfg.set("proc_name", "locky")
+
+        def load(self):
+            return create_app(settings)
+
+    log.info("locky serving on http://%s:%s with %s worker(s)", settings.host, settings.port, settings.workers)
+    LockyServer().run()
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,0 +1,38 @@
+"""``locky-admin``: the administrator's client.
+
+Everything ``locky-app`` does, on any record, plus role management (``roles create``,
+``update``, ``delete`` with repeatable ``--permission RESOURCE:ACTION``) and updating
+or deleting any user. Its tokens live in ``$XDG_CONFIG_HOME/locky/admin.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Sequence
+
+from .commands import new_parser, run
+from .record_commands import add_record_commands
+from .session_commands import add_session_commands
+
+PROG = "locky-admin"
+EPILOG = f"""examples:
+  {PROG} login --email admin@example.com
+  {PROG} roles create --name auditor --permission users:read --permission groups:read
+  {PROG} users update 7 --email new@example.com
+  {PROG} users delete 7
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser, commands = new_parser(PROG, "Locky administration: every record, and roles.", EPILOG)
+    add_session_commands(commands)
+    add_record_commands(commands, admin=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser, "admin", argv)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

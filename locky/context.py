@@ -1,0 +1,99 @@
+"""The context of one app: its settings, plugin manager and providers.
+
+Built by :func:`locky.create_app` and passed to every hook and resource; nothing in
+Locky is global, so two apps in one process share nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pluggy
+
+from locky.errors import Forbidden
+from locky.events import Event
+from locky.providers import Authorizer, PasswordHasher, Storage, TokenBackend
+from locky.records import Identity
+from locky.registry import Registry
+from locky.settings import Settings
+
+log = logging.getLogger("locky")
+
+#: The provider slots, in the order they are built, with the setting naming each.
+SLOTS = (
+    ("storage", "locky_register_storage"),
+    ("password_hasher", "locky_register_password_hashers"),
+    ("tokens", "locky_register_tokens"),
+    ("authorizer", "locky_register_authorizers"),
+)
+
+
+class Context:
+    """Everything an app's resources and plugins share."""
+
+    storage: Storage
+    password_hasher: PasswordHasher
+    tokens: TokenBackend
+    authorizer: Authorizer
+
+    def __init__(self, settings: Settings, pm: pluggy.PluginManager):
+        self.settings = settings
+        self.pm = pm
+        self.hook = pm.hook
+        self.registries: dict[str, Registry] = {}
+        self.state: dict[str, Any] = {}  # room for plugins' own per-app state
+        self._closed = False
+
+    def build_providers(self) -> None:
+        """Build each provider slot from the implementation named in settings."""
+        for slot, hook_name in SLOTS:
+            registry: Registry = Registry(slot.replace("_", " "))
+            getattr(self.hook, hook_name)(registry=registry)
+            self.registries[slot] = registry
+            setattr(self, slot, registry.create(getattr(self.settings, slot), self))
+
+    def emit(self, name: str, **fields: Any) -> None:
+        """Announce an event to every ``locky_event`` implementation; never raises."""
+        event = Event(name=name, **fields)
+        try:
+            self.hook.locky_event(event=event, context=self)
+        except Exception:
+            log.exception("a locky_event implementation failed on %s", name)
+
+    def allowed(
+        self,
+        identity: Identity,
+        resource: str,
+        action: str,
+        *,
+        group_uuid: str | None = None,
+        own: bool = False,
+    ) -> bool:
+        """The authorizer's decision, vetoable by ``locky_check_access`` plugins."""
+        if not self.authorizer.is_allowed(
+            identity.user, resource, action, group_uuid=group_uuid, own=own
+        ):
+            return False
+        scope = {"group_uuid": group_uuid, "own": own}
+        vetoes = self.hook.locky_check_access(
+            context=self, identity=identity, resource=resource, action=action, scope=scope
+        )
+        return not any(v is False for v in vetoes)
+
+    def require(self, identity: Identity, resource: str, action: str, **scope: Any) -> None:
+        """Raise :class:`~locky.errors.Forbidden` unless :meth:`allowed`."""
+        if not self.allowed(identity, resource, action, **scope):
+            raise Forbidden()
+
+    def close(self) -> None:
+        """Run ``locky_shutdown`` and close storage; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.hook.locky_shutdown(context=self)
+        finally:
+            storage = getattr(self, "storage", None)
+            if storage is not None:
+                storage.close()

@@ -1,0 +1,123 @@
+"""Domain errors, raised anywhere and rendered to HTTP once, by :func:`install`.
+
+Every 400 body is a JSON object mapping each offending field to one message;
+every other error body is Falcon's ``{"title", "description"}`` object.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+import falcon
+
+log = logging.getLogger("locky")
+
+
+class LockyError(Exception):
+    """Base of the errors a provider or resource may raise."""
+
+
+class Invalid(LockyError):
+    """Bad input: rendered as 400 with ``{field: message}``."""
+
+    def __init__(self, fields: Mapping[str, str]):
+        super().__init__(dict(fields))
+        self.fields = {str(k): str(v) for k, v in fields.items()}
+
+    @classmethod
+    def one(cls, field: str, message: str) -> "Invalid":
+        return cls({field: message})
+
+
+class Conflict(Invalid):
+    """A value that must be unique among live records is taken (also a 400)."""
+
+    def __init__(self, field: str, message: str = "Already exists."):
+        super().__init__({field: message})
+        self.field = field
+
+
+class NotFound(LockyError):
+    """The record does not exist or is deleted: 404."""
+
+
+class Unauthorized(LockyError):
+    """No usable credential: 401 with ``WWW-Authenticate: Bearer``."""
+
+    def __init__(self, description: str = "A valid bearer token is required."):
+        super().__init__(description)
+        self.description = description
+
+
+class Forbidden(LockyError):
+    """The policy denies the operation: 403."""
+
+    def __init__(self, description: str = "The policy does not allow this operation."):
+        super().__init__(description)
+        self.description = description
+
+
+class Locked(LockyError):
+    """Too many failed logins: 429 with ``Retry-After``."""
+
+    def __init__(self, retry_after: int):
+        super().__init__(retry_after)
+        self.retry_after = max(1, int(retry_after))
+
+
+class Unavailable(LockyError):
+    """Storage does not answer: 503."""
+
+
+class HTTPFieldError(falcon.HTTPError):
+    """A 400 whose body is the contract's field map, not Falcon's title object."""
+
+    def __init__(self, fields: Mapping[str, str]):
+        super().__init__(falcon.HTTP_400)
+        self.fields = dict(fields)
+
+    def to_dict(self, obj_type=dict):
+        return obj_type(self.fields)
+
+
+def to_http(error: LockyError) -> falcon.HTTPError:
+    """The HTTP error a domain error stands for."""
+    if isinstance(error, Invalid):
+        return HTTPFieldError(error.fields)
+    if isinstance(error, NotFound):
+        return falcon.HTTPNotFound(description=str(error) or "No such record.")
+    if isinstance(error, Unauthorized):
+        return falcon.HTTPUnauthorized(description=error.description, challenges=["Bearer"])
+    if isinstance(error, Forbidden):
+        return falcon.HTTPForbidden(description=error.description)
+    if isinstance(error, Locked):
+        return falcon.HTTPTooManyRequests(
+            description="Too many failed logins; try again later.", retry_after=error.retry_after
+        )
+    if isinstance(error, Unavailable):
+        return falcon.HTTPServiceUnavailable(description="Storage is not answering.")
+    return falcon.HTTPInternalServerError()
+
+
+def install(app: falcon.App) -> None:
+    """Register the handlers that render every error as the contract's JSON body."""
+
+    def domain_error(req, resp, error, params):
+        raise to_http(error)
+
+    def bad_request(req, resp, error, params):
+        # Falcon's own 400s (bad headers, bad query strings) keep the field-map shape.
+        if isinstance(error, HTTPFieldError):
+            raise error
+        raise HTTPFieldError({"request": error.description or error.title})
+
+    def unexpected(req, resp, error, params):
+        if isinstance(error, falcon.HTTPError):
+            raise error
+        log.exception("unhandled error on %s %s", req.method, req.path)
+        raise falcon.HTTPInternalServerError()
+
+    app.add_error_handler(Exception, unexpected)
+    app.add_error_handler(LockyError, domain_error)
+    app.add_error_handler(falcon.HTTPBadRequest, bad_request)

@@ -1,0 +1,183 @@
+"""Hook specifications: every seam a Locky plugin can plug into.
+
+A plugin is any module or object with functions marked ``@locky.hookimpl`` and named
+after a spec below. Bundled behaviour (Pony storage, JWT tokens, bcrypt, Casbin) is
+itself made of plugins that use only these hooks.
+
+Providers of the security-critical slots (storage, tokens, password hashing,
+authorization) are *registered* by name and *chosen* by name in the settings; a
+plugin can never replace one silently by being installed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import falcon
+    from apispec import APISpec
+
+    from locky.context import Context
+    from locky.events import Event
+    from locky.records import Identity
+    from locky.registry import Registry
+    from locky.routes import Route
+
+hookspec = pluggy.HookspecMarker("locky")
+
+
+# ---------------------------------------------------------------------------
+# Plugin manager set-up
+# ---------------------------------------------------------------------------
+
+
+@hookspec(historic=True)
+def locky_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    """Publish hook specifications of your own plugin.
+
+    Called when the plugin is registered, before any other hook. Call
+    ``pluginmanager.add_hookspecs(module)`` so other plugins can implement your hooks.
+    Returns nothing.
+    """
+
+
+# ---------------------------------------------------------------------------
+# Providers, registered by name (called once per app, at startup)
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def locky_register_storage(registry: Registry) -> None:
+    """Register storage backends: ``registry.add("name", factory)``.
+
+    ``factory(context)`` returns an object that implements
+    :class:`locky.providers.Storage`. The backend used is the one named by the
+    ``storage`` setting (``LOCKY_STORAGE``, default ``pony``). Called once per app,
+    before any other provider is built. Returns nothing.
+    """
+
+
+@hookspec
+def locky_register_password_hashers(registry: Registry) -> None:
+    """Register password hashers: ``registry.add("name", factory)``.
+
+    ``factory(context)`` returns a :class:`locky.providers.PasswordHasher`; the one
+    used is named by ``password_hasher`` (default ``bcrypt``). Returns nothing.
+    """
+
+
+@hookspec
+def locky_register_tokens(registry: Registry) -> None:
+    """Register token backends: ``registry.add("name", factory)``.
+
+    ``factory(context)`` returns a :class:`locky.providers.TokenBackend`; the one used
+    is named by ``tokens`` (default ``jwt``). Built after storage and the password
+    hasher, so ``context.storage`` is available. Returns nothing.
+    """
+
+
+@hookspec
+def locky_register_authorizers(registry: Registry) -> None:
+    """Register authorizers: ``registry.add("name", factory)``.
+
+    ``factory(context)`` returns a :class:`locky.providers.Authorizer`; the one used
+    is named by ``authorizer`` (default ``casbin``). Built last, so every other
+    provider is on the context. Returns nothing.
+    """
+
+
+# ---------------------------------------------------------------------------
+# HTTP surface
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def locky_routes(context: Context) -> list[Route] | None:
+    """Return :class:`locky.routes.Route` objects to mount on the app.
+
+    Called once at startup after the providers are built. Each route carries its
+    resource and the Swagger description of its operations, so routes added here
+    appear in ``/swagger/doc.json`` too. Results of all plugins are combined; a path
+    registered twice stops startup.
+    """
+
+
+@hookspec
+def locky_swagger(spec: APISpec, context: Context) -> None:
+    """Add schemas, parameters or security definitions to the Swagger document.
+
+    Called once when the document is built, after every route's paths are in it.
+    Returns nothing.
+    """
+
+
+@hookspec
+def locky_middleware(context: Context) -> list[Any] | None:
+    """Return extra Falcon middleware objects, added after Locky's own.
+
+    Called once at startup. Results of all plugins are combined in registration order.
+    """
+
+
+# ---------------------------------------------------------------------------
+# Requests
+# ---------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def locky_authenticate(req: falcon.Request, context: Context) -> Identity | None:
+    """Authenticate a request with a credential the plugin owns.
+
+    Called for every request to a protected endpoint, before the configured token
+    backend looks at it. Return an :class:`locky.records.Identity` for a credential
+    that is yours and valid; ``None`` when the credential is not yours (the next
+    implementation, and finally the token backend, gets it); raise
+    :class:`locky.errors.Unauthorized` when it is yours but bad. ``firstresult``.
+    """
+
+
+@hookspec
+def locky_check_access(
+    context: Context, identity: Identity, resource: str, action: str, scope: dict[str, Any]
+) -> bool | None:
+    """Veto an operation the authorizer allowed.
+
+    Called after the configured authorizer said yes. ``scope`` holds ``group_uuid``
+    (or ``None``) and ``own`` (the record belongs to the caller). Return ``False`` to
+    deny (403); ``True`` or ``None`` changes nothing. Plugins may deny, never grant.
+    """
+
+
+# ---------------------------------------------------------------------------
+# Life cycle and events
+# ---------------------------------------------------------------------------
+
+
+@hookspec
+def locky_startup(context: Context) -> None:
+    """The app is built and about to serve: open connections, start threads.
+
+    Called once per app (once per worker process), after routes are mounted.
+    Returns nothing.
+    """
+
+
+@hookspec
+def locky_shutdown(context: Context) -> None:
+    """The app is closing: release what ``locky_startup`` took.
+
+    Called once from ``context.close()``; storage is closed after it. Returns nothing.
+    """
+
+
+@hookspec
+def locky_event(event: Event, context: Context) -> None:
+    """Something happened: ``event.name`` is one of ``user.registered``,
+    ``login.succeeded``, ``login.failed``, ``token.revoked``, ``record.created``,
+    ``record.updated``, ``record.deleted``.
+
+    Called after the change is committed, in the request's process. An exception in
+    an implementation is logged and does not fail the request. Returns nothing.
+    """

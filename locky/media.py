@@ -1,0 +1,84 @@
+"""Reading request bodies and query strings into validated dicts, with the contract's errors.
+
+A body must be ``application/json`` (else 415), at most ``max_body_bytes`` (else
+413), UTF-8 JSON holding one object with no duplicate keys (else 400 ``{"body": ...}``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import falcon
+from marshmallow import Schema, ValidationError
+
+from locky.errors import Invalid
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"Duplicate key {key!r}.")
+        result[key] = value
+    return result
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not valid JSON.")
+
+
+def read_json(req: falcon.Request, max_bytes: int) -> dict[str, Any]:
+    """The request body as a dict, or the contract's 400/413/415."""
+    media_type = (req.content_type or "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise falcon.HTTPUnsupportedMediaType(description="Send the body as application/json.")
+    length = req.content_length
+    if length is not None and length > max_bytes:
+        raise falcon.HTTPContentTooLarge(description=f"The body is larger than {max_bytes} bytes.")
+    raw = req.bounded_stream.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise falcon.HTTPContentTooLarge(description=f"The body is larger than {max_bytes} bytes.")
+    if not raw.strip():
+        raise Invalid.one("body", "A JSON object is required.")
+    try:
+        text = raw.decode("utf-8")
+        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise Invalid.one("body", "The body is not valid UTF-8.") from None
+    except RecursionError:
+        raise Invalid.one("body", "The body is nested too deeply.") from None
+    except ValueError as exc:
+        message = str(exc) if str(exc).startswith("Duplicate key") else "The body is not valid JSON."
+        raise Invalid.one("body", message) from None
+    if not isinstance(data, dict):
+        raise Invalid.one("body", "The body must be a JSON object.")
+    return data
+
+
+def first_message(messages: Any) -> str:
+    """The first leaf message of marshmallow's nested error structure."""
+    while isinstance(messages, (list, dict)):
+        if not messages:
+            return "Invalid value."
+        messages = messages[0] if isinstance(messages, list) else next(iter(messages.values()))
+    return str(messages)
+
+
+def load(schema: Schema, data: Any, partial: bool = False) -> dict[str, Any]:
+    """Validate ``data`` with ``schema``; errors become a one-message-per-field 400."""
+    try:
+        return schema.load(data, partial=partial)
+    except ValidationError as exc:
+        messages = exc.messages if isinstance(exc.messages, dict) else {"body": exc.messages}
+        raise Invalid({field: first_message(value) for field, value in messages.items()}) from None
+
+
+def load_query(schema: Schema, req: falcon.Request) -> dict[str, Any]:
+    """Validate the query string; repeated parameters are errors."""
+    params: dict[str, Any] = {}
+    for key, value in req.params.items():
+        if isinstance(value, list):
+            raise Invalid.one(key, "Give this parameter once.")
+        params[key] = value
+    return load(schema, params)

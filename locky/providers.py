@@ -1,0 +1,240 @@
+"""The interfaces a provider implements: storage, password hashing, tokens, authorization.
+
+They are :class:`typing.Protocol` classes: a provider needs no base class, only these
+methods. Records in and out are the dataclasses of :mod:`locky.records`; errors are
+those of :mod:`locky.errors`. The storage contract suite in :mod:`locky.testing`
+checks a storage provider against this text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, Iterable, Protocol, TypeVar, runtime_checkable
+
+from locky.records import Group, Member, Page, Permission, Role, Session, User
+
+RecordT = TypeVar("RecordT", covariant=True)
+
+
+# ---------------------------------------------------------------------------
+# Storage
+# ---------------------------------------------------------------------------
+
+
+class RecordStore(Protocol, Generic[RecordT]):
+    """Reads and deletes shared by every kind of record. Deleted records are invisible:
+    ``get``/``get_by_uuid`` return ``None`` for them and lists and counts skip them."""
+
+    def get(self, id: int) -> RecordT | None:
+        """The live record with this id, or ``None``."""
+
+    def get_by_uuid(self, uuid: str) -> RecordT | None:
+        """The live record with this uuid, or ``None``."""
+
+    def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page[RecordT]:
+        """Live records with ``id > after_id`` in ascending id order, at most ``limit``.
+
+        ``filters`` are exact matches on the kind's filter fields (users: ``email``;
+        groups: ``name``; members: ``group_uuid``, ``user_uuid``, ``role``; roles:
+        ``name``). ``next_after_id`` is the last item's id when more records follow,
+        else ``None``. Must cost the same on every page (keyset paging over the id index).
+        """
+
+    def count(self, **filters: Any) -> int:
+        """How many live records match ``filters`` (same filters as ``list``)."""
+
+    def delete(self, id: int) -> RecordT:
+        """Soft-delete: set ``deleted_at`` and ``updated_at``; return the deleted record.
+
+        Raise :class:`~locky.errors.NotFound` for a missing or already deleted record.
+        The value stays in storage but no longer blocks uniqueness.
+        """
+
+
+class UserStore(RecordStore[User], Protocol):
+    def create(self, *, name: str, email: str, password_hash: str) -> User:
+        """Insert a user. ``email`` arrives trimmed and lowercased; raise
+        ``Conflict("email", "Already registered.")`` when a live user has it, also
+        under concurrent inserts (the database enforces it)."""
+
+    def get_by_email(self, email: str) -> User | None:
+        """The live user with this (lowercased) email, or ``None``."""
+
+    def update(self, id: int, **changes: Any) -> User:
+        """Change ``name``, ``email`` and/or ``password_hash``; ``NotFound`` or ``Conflict``."""
+
+
+class GroupStore(RecordStore[Group], Protocol):
+    def create(self, *, name: str, description: str, owner_uuid: str) -> Group:
+        """Insert a group and, in the same transaction, make ``owner_uuid`` its
+        ``owner`` member. ``Conflict("name")`` when a live group has the name."""
+
+    def update(self, id: int, **changes: Any) -> Group:
+        """Change ``name`` and/or ``description``; ``NotFound`` or ``Conflict``."""
+
+
+class MemberStore(RecordStore[Member], Protocol):
+    def create(self, *, group_uuid: str, user_uuid: str, role: str) -> Member:
+        """Add a membership. ``Invalid`` when the group, user or role does not name a
+        live record (field ``group_uuid``/``user_uuid``/``role``); ``Conflict("user_uuid")``
+        when the user already has a live membership in the group."""
+
+    def role_of(self, user_uuid: str, group_uuid: str) -> str | None:
+        """The role of the user's live membership in the live group, or ``None``."""
+
+
+class RoleStore(RecordStore[Role], Protocol):
+    def create(self, *, name: str, description: str, permissions: Iterable[Permission]) -> Role:
+        """Insert a custom role; ``Conflict("name")`` when a live role has the name."""
+
+    def update(self, id: int, **changes: Any) -> Role:
+        """Change ``name``, ``description``, ``permissions``. ``Invalid`` for a built-in
+        role or a rename of a role held by live memberships; ``NotFound``; ``Conflict``."""
+
+    def sync_builtin(self, roles: Iterable[BuiltinRole]) -> None:
+        """Make the stored built-in roles match ``roles`` (from the policy files):
+        insert new ones, update changed ones, soft-delete ones no longer there."""
+
+    def custom_permissions(self) -> dict[str, tuple[Permission, ...]]:
+        """Every live custom (non built-in) role's permissions, by role name."""
+
+
+class SessionStore(Protocol):
+    """Login sessions: one per login, holding the single refresh token still usable."""
+
+    def create(self, *, uuid: str, user_uuid: str, refresh_jti: str) -> Session:
+        """Start session ``uuid`` for a live user, with its first refresh token's jti."""
+
+    def identity(self, uuid: str) -> tuple[Session, User] | None:
+        """The live (not revoked) session and its live user, or ``None``."""
+
+    def rotate(self, uuid: str, presented_jti: str, new_jti: str) -> bool:
+        """Atomically replace the session's refresh jti ``presented_jti`` by ``new_jti``.
+
+        Return ``False`` when the session is revoked or ``presented_jti`` is not its
+        current one; in the latter case (a refresh token used twice) revoke the session.
+        """
+
+    def revoke(self, uuid: str) -> bool:
+        """Revoke the session; ``True`` when it was live."""
+
+
+class LoginThrottle(Protocol):
+    """Failed-login counting shared by every worker process."""
+
+    def hit(self, key: str, *, limit: int, window: int) -> int | None:
+        """Count one login attempt for ``key`` atomically.
+
+        Return ``None`` when the attempt may proceed (at most ``limit`` attempts in
+        ``window`` seconds), else the seconds until the window ends.
+        """
+
+    def reset(self, key: str) -> None:
+        """Forget the attempts of ``key`` (a successful login)."""
+
+
+class GrantStore(Protocol):
+    """Global role grants (``admin`` made by ``locky grant-admin``)."""
+
+    def grant(self, user_uuid: str, role: str) -> bool:
+        """Grant ``role`` to the user everywhere; ``False`` when already granted."""
+
+    def revoke(self, user_uuid: str, role: str) -> bool:
+        """Take the grant back; ``False`` when there was none."""
+
+    def roles_of(self, user_uuid: str) -> frozenset[str]:
+        """The roles granted to the user."""
+
+
+@runtime_checkable
+class Storage(Protocol):
+    users: UserStore
+    groups: GroupStore
+    members: MemberStore
+    roles: RoleStore
+    sessions: SessionStore
+    throttle: LoginThrottle
+    grants: GrantStore
+
+    def revision(self) -> int:
+        """A number that grows whenever roles or grants change (for caches of policy)."""
+
+    def ping(self) -> bool:
+        """``True`` when the database answers (the health check)."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+@dataclass(frozen=True)
+class BuiltinRole:
+    """A role defined by the policy files."""
+
+    name: str
+    description: str
+    permissions: tuple[Permission, ...]
+
+
+# ---------------------------------------------------------------------------
+# Passwords, tokens, decisions
+# ---------------------------------------------------------------------------
+
+
+class PasswordHasher(Protocol):
+    def hash(self, password: str) -> str:
+        """A salted hash of ``password`` (at most 72 UTF-8 bytes, already validated)."""
+
+    def verify(self, password: str, hashed: str) -> bool:
+        """Whether ``password`` matches ``hashed``; ``False`` for a hash it cannot read."""
+
+    def needs_rehash(self, hashed: str) -> bool:
+        """Whether ``hashed`` should be replaced (older algorithm or cost)."""
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    token: str
+    jti: str
+    expires_in: int
+
+
+@dataclass(frozen=True)
+class Claims:
+    """What a verified token says."""
+
+    subject: str  # user uuid
+    session_uuid: str
+    jti: str
+    kind: str  # "access" or "refresh"
+    expires_at: int
+
+
+class TokenBackend(Protocol):
+    def issue(self, *, user_uuid: str, session_uuid: str, kind: str) -> IssuedToken:
+        """A signed token of ``kind`` (``access`` or ``refresh``) for the session."""
+
+    def verify(self, token: str, *, kind: str) -> Claims:
+        """Check signature, algorithm, time claims, issuer, audience and ``kind``;
+        raise :class:`~locky.errors.Unauthorized` on any failure."""
+
+
+class Authorizer(Protocol):
+    def is_allowed(
+        self,
+        user: User,
+        resource: str,
+        action: str,
+        *,
+        group_uuid: str | None = None,
+        own: bool = False,
+    ) -> bool:
+        """Whether the policy lets ``user`` do ``action`` on ``resource``.
+
+        ``group_uuid`` is the group the operation concerns (its members' roles apply
+        there only); ``own`` says the target record belongs to the user. Must not get
+        slower as stored policy grows, and must see role and grant changes made by
+        any process at once.
+        """
+
+    def builtin_roles(self) -> list[BuiltinRole]:
+        """The roles the policy files define."""

@@ -1,0 +1,136 @@
+"""Group, member and role writes under ``/v1/private``."""
+
+from __future__ import annotations
+
+from locky.records import Permission
+from locky.routes import Operation, Route
+from locky.schemas import (
+    GroupRequestSchema,
+    GroupSchema,
+    GroupUpdateSchema,
+    MemberRequestSchema,
+    MemberSchema,
+    RoleRequestSchema,
+    RoleSchema,
+    RoleUpdateSchema,
+)
+
+from .writes import body, created, deleted, live, updated
+
+GROUP, MEMBER, ROLE = GroupSchema(), MemberSchema(), RoleSchema()
+BODY_ERRORS = (400, 401, 403, 413, 415, 503)
+
+
+class GroupWrites:
+    """Create (any user; the creator becomes ``owner``), update, delete groups."""
+
+    def __init__(self, context):
+        self.context = context
+        self.store = context.storage.groups
+
+    def on_post(self, req, resp):
+        self.context.require(req.context.identity, "groups", "create")
+        data = body(self.context, req, GroupRequestSchema())
+        group = self.store.create(**data, owner_uuid=req.context.identity.user.uuid)
+        created(self.context, req, resp, "groups", GROUP, group)
+
+    def on_put_item(self, req, resp, id: int):
+        group = live(self.store, id)
+        self.context.require(req.context.identity, "groups", "update", group_uuid=group.uuid)
+        data = body(self.context, req, GroupUpdateSchema())
+        updated(self.context, req, resp, "groups", GROUP, self.store.update(id, **data))
+
+    def on_delete_item(self, req, resp, id: int):
+        group = live(self.store, id)
+        self.context.require(req.context.identity, "groups", "delete", group_uuid=group.uuid)
+        deleted(self.context, req, resp, "groups", self.store.delete(id))
+
+
+class MemberWrites:
+    """Add and remove memberships: within the group's policy, or one's own (leave)."""
+
+    def __init__(self, context):
+        self.context = context
+        self.store = context.storage.members
+
+    def on_post(self, req, resp):
+        data = body(self.context, req, MemberRequestSchema())
+        identity = req.context.identity
+        self.context.require(identity, "members", "create", group_uuid=data["group_uuid"],
+                             own=data["user_uuid"] == identity.user.uuid)
+        created(self.context, req, resp, "members", MEMBER, self.store.create(**data))
+
+    def on_delete_item(self, req, resp, id: int):
+        member = live(self.store, id)
+        identity = req.context.identity
+        self.context.require(identity, "members", "delete", group_uuid=member.group_uuid,
+                             own=member.user_uuid == identity.user.uuid)
+        deleted(self.context, req, resp, "members", self.store.delete(id))
+
+
+class RoleWrites:
+    """Create, update, delete custom roles; built-in ones are read-only."""
+
+    def __init__(self, context):
+        self.context = context
+        self.store = context.storage.roles
+
+    @staticmethod
+    def _permissions(data: dict) -> dict:
+        if data.get("permissions") is not None:
+            data["permissions"] = [Permission(p["resource"], p["action"]) for p in data["permissions"]]
+        return data
+
+    def on_post(self, req, resp):
+        self.context.require(req.context.identity, "roles", "create")
+        data = self._permissions(body(self.context, req, RoleRequestSchema()))
+        created(self.context, req, resp, "roles", ROLE, self.store.create(**data))
+
+    def on_put_item(self, req, resp, id: int):
+        live(self.store, id)
+        self.context.require(req.context.identity, "roles", "update")
+        data = self._permissions(body(self.context, req, RoleUpdateSchema()))
+        updated(self.context, req, resp, "roles", ROLE, self.store.update(id, **data))
+
+    def on_delete_item(self, req, resp, id: int):
+        live(self.store, id)
+        self.context.require(req.context.identity, "roles", "delete")
+        deleted(self.context, req, resp, "roles", self.store.delete(id))
+
+
+def routes(context) -> list[Route]:
+    groups, members, roles = GroupWrites(context), MemberWrites(context), RoleWrites(context)
+    item_errors = (400, 401, 403, 404, 413, 415, 503)
+    delete_errors = (401, 403, 404, 503)
+    return [
+        Route("/v1/private/groups", groups, (
+            Operation("post", "Create a group; the caller becomes its owner", "groups", status=201,
+                      body="GroupRequest", response="Group", errors=BODY_ERRORS,
+                      headers={"Location": "The new group's URL."}),
+        )),
+        Route("/v1/private/groups/{id:id}", groups, (
+            Operation("put", "Update a group (owner, maintainer, admin)", "groups", body="GroupUpdateRequest",
+                      response="Group", errors=item_errors),
+            Operation("delete", "Delete a group (soft) and its memberships (owner, admin)", "groups",
+                      status=204, errors=delete_errors),
+        ), suffix="item"),
+        Route("/v1/private/members", members, (
+            Operation("post", "Add a member to a group (owner, maintainer, admin)", "members", status=201,
+                      body="MemberRequest", response="Member", errors=BODY_ERRORS,
+                      headers={"Location": "The new membership's URL."}),
+        )),
+        Route("/v1/private/members/{id:id}", members, (
+            Operation("delete", "Remove a member (owner, maintainer, admin) or leave a group", "members",
+                      status=204, errors=delete_errors),
+        ), suffix="item"),
+        Route("/v1/private/roles", roles, (
+            Operation("post", "Create a custom role (admin)", "roles", status=201, body="RoleRequest",
+                      response="Role", errors=BODY_ERRORS, headers={"Location": "The new role's URL."}),
+        )),
+        Route("/v1/private/roles/{id:id}", roles, (
+            Operation("put", "Update a custom role (admin)", "roles", body="RoleUpdateRequest",
+                      response="Role", errors=item_errors),
+            Operation("delete", "Delete a custom role no live membership holds (admin)", "roles",
+                      status=204, errors=(400, *delete_errors)),
+        ), suffix="item"),
+    ]

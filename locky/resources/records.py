@@ -1,0 +1,89 @@
+"""Reads shared by every record kind: list, count and get, under ``/v1/internal``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import falcon
+from marshmallow import Schema
+
+from locky.errors import NotFound
+from locky.media import load_query
+from locky.routes import ID_PARAMETER, Operation, Route
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one record kind is read and shown."""
+
+    name: str  # "users": the storage attribute, list key and policy resource
+    title: str  # "User": the Swagger definition name
+    schema: Schema
+    filters: Schema
+    list_schema: type[Schema]
+
+    @property
+    def filter_names(self) -> tuple[str, ...]:
+        return tuple(k for k in self.filters.fields if k not in ("limit", "after_id"))
+
+
+class RecordReads:
+    """``GET /v1/internal/{kind}``, ``/count`` and ``/{id}`` for one kind."""
+
+    def __init__(self, context, kind: Kind):
+        self.context = context
+        self.kind = kind
+        self.store = getattr(context.storage, kind.name)
+
+    def _query(self, req) -> dict:
+        self.context.require(req.context.identity, self.kind.name, "read")
+        return load_query(self.kind.filters, req)
+
+    def on_get(self, req, resp) -> None:
+        query = self._query(req)
+        page = self.store.list(**query)
+        resp.media = {
+            self.kind.name: self.kind.schema.dump(page.items, many=True),
+            "next_after_id": page.next_after_id,
+        }
+
+    def on_get_count(self, req, resp) -> None:
+        query = self._query(req)
+        query.pop("limit"), query.pop("after_id")
+        resp.media = {"count": self.store.count(**query)}
+
+    def on_get_item(self, req, resp, id: int) -> None:
+        self.context.require(req.context.identity, self.kind.name, "read")
+        record = self.store.get(id)
+        if record is None:
+            raise NotFound()
+        resp.media = self.kind.schema.dump(record)
+
+
+def read_routes(context, kind: Kind) -> list[Route]:
+    """The three read routes of ``kind``, described for Swagger."""
+    resource = RecordReads(context, kind)
+    base = f"/v1/internal/{kind.name}"
+    tag = kind.name
+    return [
+        Route(base, resource, (
+            Operation("get", f"List {kind.name}", tag, response=kind.list_schema, query=kind.filters,
+                      errors=(400, 401, 403, 503),
+                      description=f"Keyset paging by id; exact filters: {', '.join(kind.filter_names)}."),
+        )),
+        Route(f"{base}/count", resource, (
+            Operation("get", f"Count {kind.name}", tag, response="Count", query=kind.filters,
+                      errors=(400, 401, 403, 503)),
+        ), suffix="count"),
+        Route(f"{base}/{{id:id}}", resource, (
+            Operation("get", f"Get one {kind.title.lower()}", tag, response=kind.title,
+                      errors=(401, 403, 404, 503)),
+        ), suffix="item"),
+    ]
+
+
+def location(req: falcon.Request, kind: str, record_id: int) -> str:
+    return f"/v1/internal/{kind}/{record_id}"
+
+
+__all__ = ["ID_PARAMETER", "Kind", "RecordReads", "location", "read_routes"]

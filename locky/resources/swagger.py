@@ -1,0 +1,50 @@
+"""The Swagger 2.0 document and the Swagger UI, served from files inside the package."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import falcon
+
+from locky.routes import Operation, Route
+
+STATIC = Path(__file__).resolve().parent.parent / "static" / "swagger"
+ASSET_TYPES = {".js": "application/javascript", ".css": "text/css", ".png": "image/png", ".html": "text/html; charset=utf-8"}
+
+
+class SwaggerDocument:
+    public = True
+
+    def __init__(self, document: dict):
+        self.body = json.dumps(document, indent=2).encode()
+
+    def on_get(self, req, resp):
+        resp.content_type = falcon.MEDIA_JSON
+        resp.data = self.body
+
+
+class SwaggerUI:
+    """``/swagger/index.html`` and its assets; nothing is fetched from the network."""
+
+    public = True
+
+    def on_get(self, req, resp):
+        raise falcon.HTTPMovedPermanently("/swagger/index.html")
+
+    def on_get_file(self, req, resp, name: str):
+        path = STATIC / name
+        if "/" in name or name.startswith(".") or not path.is_file():
+            raise falcon.HTTPNotFound()
+        resp.content_type = ASSET_TYPES.get(path.suffix, "application/octet-stream")
+        resp.data = path.read_bytes()
+        resp.cache_control = ["public", "max-age=3600"] if path.suffix != ".html" else ["no-store"]
+
+
+def routes(document: dict) -> list[Route]:
+    ui = SwaggerUI()
+    return [
+        Route("/swagger/doc.json", SwaggerDocument(document), (Operation("get", "Swagger document", "meta"),), in_spec=False),
+        Route("/swagger", ui, (Operation("get", "Swagger UI", "meta"),), in_spec=False),
+        Route("/swagger/{name}", ui, (Operation("get", "Swagger UI file", "meta"),), suffix="file", in_spec=False),
+    ]

@@ -1,0 +1,52 @@
+"""Helpers shared by the write resources under ``/v1/private``."""
+
+from __future__ import annotations
+
+import falcon
+
+from locky import events
+from locky.errors import NotFound
+from locky.media import load, read_json
+
+
+def body(context, req, schema) -> dict:
+    """The validated JSON body (400/413/415 otherwise)."""
+    return load(schema, read_json(req, context.settings.max_body_bytes))
+
+
+def live(store, id: int):
+    """The live record ``id`` of ``store`` or a 404."""
+    record = store.get(id)
+    if record is None:
+        raise NotFound()
+    return record
+
+
+def announce(context, req, name: str, kind: str, record) -> None:
+    """Emit a record event on behalf of the caller."""
+    identity = req.context.identity
+    context.emit(
+        name,
+        kind=kind,
+        record=record,
+        actor_uuid=identity.user.uuid if identity else None,
+        request_id=req.context.request_id,
+    )
+
+
+def created(context, req, resp, kind: str, schema, record) -> None:
+    """201 with the record and its ``Location``; announces ``record.created``."""
+    announce(context, req, events.RECORD_CREATED, kind, record)
+    resp.status = falcon.HTTP_201
+    resp.location = f"/v1/internal/{kind}/{record.id}"
+    resp.media = schema.dump(record)
+
+
+def updated(context, req, resp, kind: str, schema, record) -> None:
+    announce(context, req, events.RECORD_UPDATED, kind, record)
+    resp.media = schema.dump(record)
+
+
+def deleted(context, req, resp, kind: str, record) -> None:
+    announce(context, req, events.RECORD_DELETED, kind, record)
+    resp.status = falcon.HTTP_204

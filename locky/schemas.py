@@ -1,0 +1,270 @@
+"""marshmallow schemas: the one declaration behind request validation, response bodies
+and the Swagger definitions. Request schemas reject unknown fields and ignore the
+read-only ones; response schemas never carry a password or hash.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+from marshmallow import RAISE, Schema, ValidationError, fields, pre_load, validate, validates
+
+READ_ONLY = ("id", "uuid", "created_at", "updated_at", "deleted_at", "builtin")
+ROLE_NAME = r"^[a-z][a-z0-9_-]{0,63}$"
+PERMISSION_PART = r"^[a-z*][a-z0-9_.:*-]{0,63}$"
+MAX_ID = 2**63 - 1
+UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+# A conservative address check: ASCII only (no look-alike characters), one @, a dotted domain.
+EMAIL = re.compile(
+    r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$"
+)
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def d(text: str) -> dict:
+    """Field metadata for the Swagger document."""
+    return {"metadata": {"description": text}}
+
+
+class Timestamp(fields.Field):
+    """RFC 3339 in UTC with a ``Z`` suffix and microseconds."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        if value is None:
+            return None
+        if value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    def _jsonschema_type_mapping(self):
+        return {"type": "string", "format": "date-time"}
+
+
+def plain_text(value: str) -> None:
+    if CONTROL.search(value):
+        raise ValidationError("Must not contain control characters.")
+
+
+def utf8_bytes(low: int, high: int):
+    def check(value: str) -> None:
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if not low <= size <= high:
+            raise ValidationError(f"Must be between {low} and {high} bytes of UTF-8.")
+
+    return check
+
+
+def email_address(value: str) -> None:
+    if len(value) > 254 or not EMAIL.match(value):
+        raise ValidationError("Not a valid email address.")
+
+
+def uuid4(value: str) -> None:
+    if not UUID4.match(value):
+        raise ValidationError("Not a valid UUID.")
+
+
+# ---------------------------------------------------------------------------
+# Requests
+# ---------------------------------------------------------------------------
+
+
+class RequestSchema(Schema):
+    """Base of request bodies: unknown fields are errors, read-only ones are dropped."""
+
+    class Meta:
+        unknown = RAISE
+
+    @pre_load
+    def drop_read_only(self, data, **kwargs):
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if k not in READ_ONLY}
+        return data
+
+
+class Email(fields.String):
+    """An email address, trimmed and lowercased before it is checked."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs)
+        return value.strip().lower()
+
+
+class UserRequestSchema(RequestSchema):
+    name = fields.String(required=True, validate=[validate.Length(1, 255), plain_text], **d("Display name, 1-255 characters."))
+    email = Email(required=True, validate=email_address, **d("Email address, unique among live users; stored trimmed and lowercased."))
+    password = fields.String(required=True, validate=utf8_bytes(8, 72), **d("Password, 8-72 bytes of UTF-8; never returned."))
+
+
+class UserUpdateSchema(UserRequestSchema):
+    """The same fields as registration, each optional."""
+
+    name = fields.String(validate=[validate.Length(1, 255), plain_text], **d("Display name, 1-255 characters."))
+    email = Email(validate=email_address, **d("Email address, unique among live users."))
+    password = fields.String(validate=utf8_bytes(8, 72), **d("New password, 8-72 bytes of UTF-8."))
+
+
+class LoginRequestSchema(RequestSchema):
+    email = Email(required=True, validate=validate.Length(1, 254), **d("The account's email address."))
+    password = fields.String(required=True, validate=validate.Length(1, 1024), **d("The account's password."))
+
+
+class RefreshRequestSchema(RequestSchema):
+    refresh_token = fields.String(required=True, validate=validate.Length(1, 4096), **d("The refresh token of the last login or refresh."))
+
+
+class GroupRequestSchema(RequestSchema):
+    name = fields.String(required=True, validate=[validate.Length(1, 255), plain_text], **d("Group name, unique among live groups."))
+    description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
+
+
+class GroupUpdateSchema(GroupRequestSchema):
+    name = fields.String(validate=[validate.Length(1, 255), plain_text], **d("Group name, unique among live groups."))
+    description = fields.String(validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
+
+
+class MemberRequestSchema(RequestSchema):
+    group_uuid = fields.String(required=True, validate=uuid4, **d("The live group to join."))
+    user_uuid = fields.String(required=True, validate=uuid4, **d("The live user who joins."))
+    role = fields.String(load_default="member", validate=validate.Regexp(ROLE_NAME, error="Not a valid role name."), **d("Name of an existing role; default member."))
+
+
+class PermissionSchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    resource = fields.String(required=True, validate=validate.Regexp(PERMISSION_PART, error="Not a valid resource."), **d("users, groups, members, roles, or any string of a client application."))
+    action = fields.String(required=True, validate=validate.Regexp(PERMISSION_PART, error="Not a valid action."), **d("read, write, or any string of a client application."))
+
+
+class RoleRequestSchema(RequestSchema):
+    name = fields.String(required=True, validate=validate.Regexp(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{0,63}$."), **d("Role name, unique among live roles."))
+    description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
+    permissions = fields.List(fields.Nested(PermissionSchema), load_default=list, validate=validate.Length(0, 256), **d("What the role allows within the groups where it is held."))
+
+
+class RoleUpdateSchema(RoleRequestSchema):
+    name = fields.String(validate=validate.Regexp(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{0,63}$."), **d("Role name, unique among live roles."))
+    description = fields.String(validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
+    permissions = fields.List(fields.Nested(PermissionSchema), validate=validate.Length(0, 256), **d("Replaces the role's permissions."))
+
+
+# ---------------------------------------------------------------------------
+# Responses
+# ---------------------------------------------------------------------------
+
+
+class RecordSchema(Schema):
+    id = fields.Integer(dump_only=True, **d("Unique identifier (unsigned 64-bit)."))
+    uuid = fields.String(dump_only=True, **d("UUID4."))
+    created_at = Timestamp(dump_only=True, **d("Creation time, RFC 3339 UTC."))
+    updated_at = Timestamp(dump_only=True, **d("Last update time, RFC 3339 UTC."))
+    deleted_at = Timestamp(dump_only=True, allow_none=True, **d("Soft-delete time; null while live."))
+
+
+class UserSchema(RecordSchema):
+    name = fields.String(**d("Display name."))
+    email = fields.String(**d("Email address, lowercased."))
+
+
+class GroupSchema(RecordSchema):
+    name = fields.String(**d("Group name."))
+    description = fields.String(**d("Free text."))
+
+
+class MemberSchema(RecordSchema):
+    group_uuid = fields.String(**d("The group."))
+    user_uuid = fields.String(**d("The user."))
+    role = fields.String(**d("The role the user holds in the group."))
+
+
+class RoleSchema(RecordSchema):
+    name = fields.String(**d("Role name."))
+    description = fields.String(**d("Free text."))
+    permissions = fields.List(fields.Nested(PermissionSchema), **d("What the role allows."))
+    builtin = fields.Boolean(**d("Defined by the policy files; cannot be changed through the API."))
+
+
+class CountSchema(Schema):
+    count = fields.Integer(**d("How many live records match."))
+
+
+class HealthSchema(Schema):
+    status = fields.String(**d("ok, or unavailable when storage does not answer."))
+
+
+class TokenSchema(Schema):
+    access_token = fields.String(**d("JWT for the Authorization: Bearer header."))
+    token_type = fields.String(**d("Always Bearer."))
+    expires_in = fields.Integer(**d("Seconds until the access token expires."))
+    refresh_token = fields.String(**d("Single-use token for /public/users/refresh."))
+    user = fields.Nested(UserSchema, **d("The logged-in user."))
+
+
+class DecisionSchema(Schema):
+    allowed = fields.Boolean(**d("What the policy decides."))
+
+
+class ErrorSchema(Schema):
+    title = fields.String(**d("HTTP status line."))
+    description = fields.String(**d("What went wrong."))
+
+
+def list_schema(key: str, item: type[Schema]) -> type[Schema]:
+    """A list body ``{key: [...], "next_after_id": id|null}``."""
+    return Schema.from_dict(
+        {
+            key: fields.List(fields.Nested(item), **d("One page, ascending id.")),
+            "next_after_id": fields.Integer(allow_none=True, **d("Pass as after_id for the next page; null on the last page.")),
+        },
+        name=f"{key.capitalize()}ListSchema",
+    )
+
+
+class QueryInteger(fields.Integer):
+    """A non-negative integer written in plain decimal digits (no sign, spaces or ``_``)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str) or not value.isascii() or not value.isdigit() or len(value) > 20:
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class ListQuerySchema(Schema):
+    """Query parameters shared by every list and count."""
+
+    class Meta:
+        unknown = RAISE
+
+    limit = QueryInteger(load_default=50, validate=validate.Range(1, 500), **d("Page size, 1-500."))
+    after_id = QueryInteger(load_default=0, validate=validate.Range(0, MAX_ID), **d("Return records with id greater than this."))
+
+
+class UserFilterSchema(ListQuerySchema):
+    email = Email(**d("Exact email."))
+
+
+class GroupFilterSchema(ListQuerySchema):
+    name = fields.String(validate=validate.Length(1, 255), **d("Exact name."))
+
+
+class MemberFilterSchema(ListQuerySchema):
+    group_uuid = fields.String(validate=uuid4, **d("Exact group uuid."))
+    user_uuid = fields.String(validate=uuid4, **d("Exact user uuid."))
+    role = fields.String(validate=validate.Length(1, 64), **d("Exact role name."))
+
+
+class RoleFilterSchema(ListQuerySchema):
+    name = fields.String(validate=validate.Length(1, 64), **d("Exact name."))
+
+
+class AuthzQuerySchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    user_uuid = fields.String(required=True, validate=uuid4, **d("The user to decide for."))
+    resource = fields.String(required=True, validate=validate.Regexp(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
+    action = fields.String(required=True, validate=validate.Regexp(PERMISSION_PART, error="Not a valid action."), **d("The action."))
+    group_uuid = fields.String(validate=uuid4, **d("The group whose membership roles apply."))

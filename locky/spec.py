@@ -1,0 +1,130 @@
+"""Building the Swagger 2.0 document from the route table and the marshmallow schemas."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from apispec import APISpec
+from apispec.ext.marshmallow import MarshmallowPlugin
+
+from locky import schemas as s
+from locky.routes import BASE_PATH, ID_PARAMETER, Route
+
+TITLE = "Locky API"
+VERSION = "1.0.0"
+
+DEFINITIONS = {
+    "User": s.UserSchema,
+    "UserRequest": s.UserRequestSchema,
+    "UserUpdateRequest": s.UserUpdateSchema,
+    "LoginRequest": s.LoginRequestSchema,
+    "RefreshRequest": s.RefreshRequestSchema,
+    "Token": s.TokenSchema,
+    "Group": s.GroupSchema,
+    "GroupRequest": s.GroupRequestSchema,
+    "GroupUpdateRequest": s.GroupUpdateSchema,
+    "Member": s.MemberSchema,
+    "MemberRequest": s.MemberRequestSchema,
+    "Permission": s.PermissionSchema,
+    "Role": s.RoleSchema,
+    "RoleRequest": s.RoleRequestSchema,
+    "RoleUpdateRequest": s.RoleUpdateSchema,
+    "Count": s.CountSchema,
+    "Health": s.HealthSchema,
+    "Decision": s.DecisionSchema,
+    "Error": s.ErrorSchema,
+}
+ERROR_TEXT = {
+    400: "Invalid input: each offending field mapped to one message.",
+    401: "No usable bearer token (missing, malformed, expired, revoked) or bad credentials.",
+    403: "The policy does not allow this operation.",
+    404: "No such live record.",
+    413: "The body is larger than the limit.",
+    415: "The body is not application/json.",
+    429: "Too many failed logins; retry after the given seconds.",
+    503: "Storage is not answering.",
+}
+STATUS_TEXT = {200: "OK", 201: "Created", 204: "No content"}
+
+
+def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
+    """The Swagger 2.0 document of ``routes`` (``locky_swagger`` hooks may add to it)."""
+    spec = APISpec(
+        title=TITLE,
+        version=VERSION,
+        openapi_version="2.0",
+        plugins=[MarshmallowPlugin()],
+        info={"description": "Users, groups, members and roles; JWT login; policy decisions."},
+        basePath=BASE_PATH,
+        schemes=["http", "https"],
+        consumes=["application/json"],
+        produces=["application/json"],
+        securityDefinitions={
+            "Bearer": {
+                "type": "apiKey",
+                "name": "Authorization",
+                "in": "header",
+                "description": "Authorization: Bearer <access_token> from /public/users/login.",
+            }
+        },
+    )
+    for name, schema in DEFINITIONS.items():
+        spec.components.schema(name, schema=schema)
+    spec.components.schema(
+        "FieldErrors",
+        {"type": "object", "additionalProperties": {"type": "string"},
+         "description": "Each offending field mapped to one message."},
+    )
+    for route in routes:
+        if route.in_spec:
+            spec.path(path=route.spec_path, operations={op.method: _operation(route, op) for op in route.operations})
+    if hook is not None:
+        hook.locky_swagger(spec=spec, context=context)
+    return spec.to_dict()
+
+
+def _ref(schema) -> Any:
+    return {"$ref": f"#/definitions/{schema}"} if isinstance(schema, str) else schema
+
+
+def _operation(route: Route, op) -> dict[str, Any]:
+    parameters: list[dict[str, Any]] = []
+    if "{id}" in route.spec_path:
+        parameters.append(dict(ID_PARAMETER))
+    if op.query is not None:
+        parameters.append({"in": "query", "schema": op.query})
+    if op.body is not None:
+        parameters.append({"in": "body", "name": "body", "required": True, "schema": _ref(op.body)})
+    success: dict[str, Any] = {"description": STATUS_TEXT.get(op.status, "Success")}
+    if op.response is not None:
+        success["schema"] = _ref(op.response)
+    if op.headers:
+        success["headers"] = {name: {"type": "string", "description": text} for name, text in op.headers.items()}
+    responses: dict[str, Any] = {str(op.status): success}
+    for code in op.errors:
+        if code == 503 and route.spec_path == "/public/health":
+            responses["503"] = {"description": "Storage is not answering.", "schema": _ref("Health")}
+            continue
+        response = {"description": ERROR_TEXT[code], "schema": _ref("FieldErrors" if code == 400 else "Error")}
+        if code == 401:
+            response["headers"] = {"WWW-Authenticate": {"type": "string", "description": "Bearer"}}
+        if code == 429:
+            response["headers"] = {"Retry-After": {"type": "integer", "description": "Seconds to wait."}}
+        responses[str(code)] = response
+    operation: dict[str, Any] = {
+        "summary": op.summary,
+        "tags": [op.tag],
+        "operationId": _operation_id(op.method, route.spec_path),
+        "parameters": parameters,
+        "responses": responses,
+    }
+    if op.description:
+        operation["description"] = op.description
+    if not op.public:
+        operation["security"] = [{"Bearer": []}]
+    return operation
+
+
+def _operation_id(method: str, path: str) -> str:
+    words = [p.strip("{}") for p in path.strip("/").split("/") if p]
+    return method + "".join(w[:1].upper() + w[1:] for w in words)

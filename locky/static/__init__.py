@@ -1,0 +1,1 @@
+"""Static files shipped inside the package: the Swagger UI."""

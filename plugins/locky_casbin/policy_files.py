@@ -1,0 +1,80 @@
+"""Finding, reading and checking the Casbin policy files (``model.conf``, ``policy.csv``)."""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import casbin
+
+from locky.settings import SettingsError
+
+ROLE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+DESCRIPTION = re.compile(r"^#\s*role\s+([a-z][a-z0-9_-]{0,63})\s*:\s*(.+)$")
+ARITY = {"p": 5, "g": 3, "g2": 3}
+
+
+@dataclass
+class PolicyFiles:
+    """The parsed policy: model text, policy rows by section, role descriptions."""
+
+    model_text: str
+    rows: list[list[str]] = field(default_factory=list)
+    descriptions: dict[str, str] = field(default_factory=dict)
+    source: str = ""
+
+
+def policy_dir(configured: str | None) -> Path:
+    """The operator's directory, or the one shipped inside the package."""
+    if configured:
+        return Path(configured).expanduser().resolve()
+    try:
+        return Path(str(resources.files("locky.policies")))
+    except ModuleNotFoundError:  # a source checkout without an install
+        return Path(__file__).resolve().parents[2] / "policies"
+
+
+def load(configured: str | None) -> PolicyFiles:
+    """Read and check both files; any problem raises :class:`SettingsError`."""
+    directory = policy_dir(configured)
+    model_path, policy_path = directory / "model.conf", directory / "policy.csv"
+    model_text = _read(model_path)
+    try:
+        model = casbin.Model()
+        model.load_model_from_text(model_text)
+        for section in ("r", "p", "e", "m"):
+            if section not in model.keys():
+                raise ValueError(f"section {section!r} is missing")
+    except Exception as exc:
+        raise SettingsError(f"policy model {model_path} does not parse: {exc}") from None
+    files = PolicyFiles(model_text=model_text, source=str(directory))
+    text = _read(policy_path)
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith("#"):
+            match = DESCRIPTION.match(stripped)
+            if match:
+                files.descriptions[match.group(1)] = match.group(2).strip()
+            continue
+        row = [cell.strip() for cell in next(csv.reader([stripped], skipinitialspace=True))]
+        kind = row[0]
+        if kind not in ARITY:
+            raise SettingsError(f"{policy_path}:{number}: unknown line type {kind!r} (expected p, g or g2)")
+        if len(row) != ARITY[kind] or not all(row):
+            raise SettingsError(
+                f"{policy_path}:{number}: a {kind} line has {ARITY[kind] - 1} non-empty values, got {row[1:]}"
+            )
+        files.rows.append(row)
+    return files
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"cannot read policy file {path}: {exc}") from None

@@ -1,0 +1,129 @@
+"""Login sessions, the login throttle and global grants of the Pony backend."""
+
+from __future__ import annotations
+
+import time
+
+from pony.orm import db_session
+
+from locky.records import Session
+
+from .guard import guarded
+from .stores import user_record, utcnow
+
+
+def session_record(row) -> Session:
+    return Session(
+        uuid=row.uuid,
+        user_uuid=row.user_uuid,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+        refresh_jti=row.refresh_jti,
+    )
+
+
+class SessionStore:
+    def __init__(self, entities):
+        self.e = entities
+
+    @guarded
+    @db_session(retry=3)
+    def create(self, *, uuid: str, user_uuid: str, refresh_jti: str) -> Session:
+        row = self.e.Session(
+            uuid=uuid, user_uuid=user_uuid, created_at=utcnow(), refresh_jti=refresh_jti
+        )
+        return session_record(row)
+
+    @guarded
+    @db_session
+    def identity(self, uuid: str):
+        session = self.e.Session.get(uuid=uuid)
+        if session is None or session.revoked_at is not None:
+            return None
+        user = self.e.User.get(uuid=session.user_uuid)
+        if user is None or user.del_token:
+            return None
+        return session_record(session), user_record(user)
+
+    @guarded
+    @db_session(retry=3)
+    def rotate(self, uuid: str, presented_jti: str, new_jti: str) -> bool:
+        # The row lock serialises two refreshes racing with the same token.
+        row = self.e.Session.get_for_update(uuid=uuid)
+        if row is None or row.revoked_at is not None:
+            return False
+        if row.refresh_jti != presented_jti:
+            row.revoked_at = utcnow()  # a used refresh token: revoke the whole chain
+            return False
+        row.refresh_jti = new_jti
+        return True
+
+    @guarded
+    @db_session(retry=3)
+    def revoke(self, uuid: str) -> bool:
+        row = self.e.Session.get_for_update(uuid=uuid)
+        if row is None or row.revoked_at is not None:
+            return False
+        row.revoked_at = utcnow()
+        return True
+
+
+class LoginThrottle:
+    def __init__(self, entities):
+        self.e = entities
+
+    @guarded
+    @db_session(retry=5)
+    def hit(self, key: str, *, limit: int, window: int) -> int | None:
+        now = time.time()
+        row = self.e.Throttle.get_for_update(key=key)
+        if row is None:
+            # A concurrent first attempt makes the insert fail; the retry then locks its row.
+            self.e.Throttle(key=key, window_start=now, attempts=1)
+            return None
+        if now - row.window_start >= window:
+            row.window_start, row.attempts = now, 1
+            return None
+        if row.attempts >= limit:
+            return int(row.window_start + window - now) + 1
+        row.attempts += 1
+        return None
+
+    @guarded
+    @db_session(retry=3)
+    def reset(self, key: str) -> None:
+        row = self.e.Throttle.get_for_update(key=key)
+        if row is not None:
+            row.delete()
+
+
+class GrantStore:
+    def __init__(self, entities):
+        self.e = entities
+
+    def _bump(self) -> None:
+        self.e.Meta.get_for_update(key="policy_revision").number += 1
+
+    @guarded
+    @db_session(retry=3)
+    def grant(self, user_uuid: str, role: str) -> bool:
+        if self.e.Grant.get(user_uuid=user_uuid, role=role) is not None:
+            return False
+        self.e.Grant(user_uuid=user_uuid, role=role)
+        self._bump()
+        return True
+
+    @guarded
+    @db_session(retry=3)
+    def revoke(self, user_uuid: str, role: str) -> bool:
+        row = self.e.Grant.get(user_uuid=user_uuid, role=role)
+        if row is None:
+            return False
+        row.delete()
+        self._bump()
+        return True
+
+    @guarded
+    @db_session
+    def roles_of(self, user_uuid: str) -> frozenset[str]:
+        return frozenset(g.role for g in self.e.Grant.select(lambda g: g.user_uuid == user_uuid))

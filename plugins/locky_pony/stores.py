@@ -1,0 +1,325 @@
+"""The record stores of the Pony backend: users, groups, members, roles.
+
+Each public method is one ``db_session`` (one transaction); rows are turned into
+:mod:`locky.records` dataclasses before they leave it.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+from pony.orm import db_session
+
+from locky.errors import Conflict, Invalid, NotFound
+from locky.records import Group, Member, Page, Permission, Role, User
+
+from .guard import guarded, integrity_errors
+
+MAX_ID = 2**63 - 1
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def new_uuid() -> str:
+    return str(uuidlib.uuid4())
+
+
+def _common(row) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "uuid": row.uuid,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "deleted_at": row.deleted_at,
+    }
+
+
+def user_record(row) -> User:
+    return User(**_common(row), name=row.name, email=row.email, password_hash=row.password_hash)
+
+
+def group_record(row) -> Group:
+    return Group(**_common(row), name=row.name, description=row.description)
+
+
+def member_record(row) -> Member:
+    return Member(**_common(row), group_uuid=row.group_uuid, user_uuid=row.user_uuid, role=row.role)
+
+
+def role_record(row) -> Role:
+    return Role(
+        **_common(row),
+        name=row.name,
+        description=row.description,
+        permissions=tuple(Permission(p["resource"], p["action"]) for p in row.permissions),
+        builtin=row.builtin,
+    )
+
+
+def soft_delete(row, now: datetime) -> None:
+    row.deleted_at = now
+    row.updated_at = now
+    row.del_token = row.id
+
+
+class Collection:
+    """Reads and soft deletes shared by every record kind."""
+
+    filters: tuple[str, ...] = ()
+
+    def __init__(self, entities, entity, to_record: Callable[[Any], Any]):
+        self.entities = entities
+        self.entity = entity
+        self.to_record = to_record
+
+    def _live(self, id: int):
+        if not isinstance(id, int) or not 0 < id <= MAX_ID:
+            return None
+        row = self.entity.get(id=id)
+        return row if row is not None and row.del_token == 0 else None
+
+    def _live_or_404(self, id: int):
+        row = self._live(id)
+        if row is None:
+            raise NotFound()
+        return row
+
+    @guarded
+    @db_session
+    def get(self, id: int):
+        row = self._live(id)
+        return None if row is None else self.to_record(row)
+
+    @guarded
+    @db_session
+    def get_by_uuid(self, uuid: str):
+        row = self.entity.get(uuid=uuid) if isinstance(uuid, str) else None
+        return None if row is None or row.del_token else self.to_record(row)
+
+    def _query(self, filters: dict[str, Any]):
+        unknown = set(filters) - set(self.filters)
+        if unknown:
+            raise ValueError(f"unknown filter(s): {', '.join(sorted(unknown))}")
+        query = self.entity.select(lambda r: r.del_token == 0)
+        given = {k: v for k, v in filters.items() if v is not None}
+        return query.filter(**given) if given else query
+
+    @guarded
+    @db_session
+    def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page:
+        query = self._query(filters).filter(lambda r: r.id > after_id)
+        rows = list(query.order_by(lambda r: r.id).limit(limit + 1))
+        more = len(rows) > limit
+        items = [self.to_record(row) for row in rows[:limit]]
+        return Page(items=items, next_after_id=items[-1].id if more else None)
+
+    @guarded
+    @db_session
+    def count(self, **filters: Any) -> int:
+        return self._query(filters).count()
+
+    @guarded
+    @db_session(retry=3)
+    def delete(self, id: int):
+        row = self._live_or_404(id)
+        self._before_delete(row)
+        soft_delete(row, utcnow())
+        self._after_delete(row)
+        return self.to_record(row)
+
+    def _before_delete(self, row) -> None:
+        """Refuse a delete by raising (roles held by members)."""
+
+    def _after_delete(self, row) -> None:
+        """Cascade a delete inside the same transaction."""
+
+    def _update(self, id: int, changes: dict[str, Any], unique_field: str, conflict_message: str):
+        row = self._live_or_404(id)
+        changed = {k: v for k, v in changes.items() if v is not None and getattr(row, k) != v}
+        if changed:
+            row.set(**changed, updated_at=utcnow())
+        with integrity_errors(Conflict(unique_field, conflict_message)):
+            row.flush()
+        return row
+
+
+class UserStore(Collection):
+    filters = ("email",)
+
+    @guarded
+    @db_session(retry=3)
+    def create(self, *, name: str, email: str, password_hash: str) -> User:
+        now = utcnow()
+        with integrity_errors(Conflict("email", "Already registered.")):
+            row = self.entity(
+                uuid=new_uuid(), created_at=now, updated_at=now,
+                name=name, email=email, password_hash=password_hash,
+            )
+            row.flush()
+        return user_record(row)
+
+    @guarded
+    @db_session
+    def get_by_email(self, email: str) -> User | None:
+        row = self.entity.get(email=email, del_token=0)
+        return None if row is None else user_record(row)
+
+    @guarded
+    @db_session(retry=3)
+    def update(self, id: int, **changes: Any) -> User:
+        return user_record(self._update(id, changes, "email", "Already registered."))
+
+    def _after_delete(self, row) -> None:
+        now = row.deleted_at
+        for member in row.memberships.select(lambda m: m.del_token == 0):
+            soft_delete(member, now)
+        for session in self.entities.Session.select(
+            lambda s: s.user_uuid == row.uuid and s.revoked_at is None
+        ):
+            session.revoked_at = now
+
+
+class GroupStore(Collection):
+    filters = ("name",)
+
+    @guarded
+    @db_session(retry=3)
+    def create(self, *, name: str, description: str, owner_uuid: str) -> Group:
+        owner = self.entities.User.get(uuid=owner_uuid, del_token=0)
+        if owner is None:
+            raise Invalid.one("owner_uuid", "No such user.")
+        now = utcnow()
+        with integrity_errors(Conflict("name")):
+            row = self.entity(
+                uuid=new_uuid(), created_at=now, updated_at=now, name=name, description=description
+            )
+            row.flush()
+        self.entities.Member(
+            uuid=new_uuid(), created_at=now, updated_at=now, group=row, user=owner,
+            group_uuid=row.uuid, user_uuid=owner.uuid, role="owner",
+        )
+        return group_record(row)
+
+    @guarded
+    @db_session(retry=3)
+    def update(self, id: int, **changes: Any) -> Group:
+        return group_record(self._update(id, changes, "name", "Already exists."))
+
+    def _after_delete(self, row) -> None:
+        for member in row.memberships.select(lambda m: m.del_token == 0):
+            soft_delete(member, row.deleted_at)
+
+
+class MemberStore(Collection):
+    filters = ("group_uuid", "user_uuid", "role")
+
+    @guarded
+    @db_session(retry=3)
+    def create(self, *, group_uuid: str, user_uuid: str, role: str) -> Member:
+        e = self.entities
+        group = e.Group.get(uuid=group_uuid, del_token=0)
+        if group is None:
+            raise Invalid.one("group_uuid", "No such group.")
+        user = e.User.get(uuid=user_uuid, del_token=0)
+        if user is None:
+            raise Invalid.one("user_uuid", "No such user.")
+        if e.Role.get(name=role, del_token=0) is None:
+            raise Invalid.one("role", "No such role.")
+        now = utcnow()
+        with integrity_errors(Conflict("user_uuid", "Already a member of this group.")):
+            row = self.entity(
+                uuid=new_uuid(), created_at=now, updated_at=now, group=group, user=user,
+                group_uuid=group.uuid, user_uuid=user.uuid, role=role,
+            )
+            row.flush()
+        return member_record(row)
+
+    @guarded
+    @db_session
+    def role_of(self, user_uuid: str, group_uuid: str) -> str | None:
+        row = self.entity.get(group_uuid=group_uuid, user_uuid=user_uuid, del_token=0)
+        return None if row is None else row.role
+
+
+class RoleStore(Collection):
+    filters = ("name",)
+
+    @staticmethod
+    def _permissions(permissions: Iterable[Permission]) -> list[dict[str, str]]:
+        unique = dict.fromkeys((p.resource, p.action) for p in permissions)
+        return [{"resource": r, "action": a} for r, a in unique]
+
+    def _bump(self) -> None:
+        row = self.entities.Meta.get_for_update(key="policy_revision")
+        row.number += 1
+
+    @guarded
+    @db_session(retry=3)
+    def create(self, *, name: str, description: str, permissions: Iterable[Permission]) -> Role:
+        now = utcnow()
+        with integrity_errors(Conflict("name")):
+            row = self.entity(
+                uuid=new_uuid(), created_at=now, updated_at=now, name=name,
+                description=description, permissions=self._permissions(permissions),
+            )
+            row.flush()
+        self._bump()
+        return role_record(row)
+
+    @guarded
+    @db_session(retry=3)
+    def update(self, id: int, **changes: Any) -> Role:
+        row = self._live_or_404(id)
+        if row.builtin:
+            raise Invalid.one("name", "Built-in roles cannot be changed.")
+        if changes.get("name") not in (None, row.name) and self._held(row.name):
+            raise Invalid.one("name", "Cannot rename a role held by live memberships.")
+        if changes.get("permissions") is not None:
+            changes["permissions"] = self._permissions(changes["permissions"])
+        row = self._update(id, changes, "name", "Already exists.")
+        self._bump()
+        return role_record(row)
+
+    def _held(self, name: str) -> bool:
+        return self.entities.Member.exists(lambda m: m.role == name and m.del_token == 0)
+
+    def _before_delete(self, row) -> None:
+        if row.builtin:
+            raise Invalid.one("name", "Built-in roles cannot be deleted.")
+        if self._held(row.name):
+            raise Invalid.one("name", "The role is held by live memberships.")
+
+    def _after_delete(self, row) -> None:
+        self._bump()
+
+    @guarded
+    @db_session(retry=3)
+    def sync_builtin(self, roles) -> None:
+        wanted = {role.name: role for role in roles}
+        now = utcnow()
+        for row in self.entity.select(lambda r: r.builtin and r.del_token == 0):
+            if row.name not in wanted:
+                soft_delete(row, now)
+        for name, role in wanted.items():
+            permissions = self._permissions(role.permissions)
+            row = self.entity.get(name=name, del_token=0)
+            if row is None:
+                self.entity(
+                    uuid=new_uuid(), created_at=now, updated_at=now, name=name,
+                    description=role.description, permissions=permissions, builtin=True,
+                )
+            elif (row.description, row.permissions, row.builtin) != (role.description, permissions, True):
+                row.set(description=role.description, permissions=permissions, builtin=True, updated_at=now)
+
+    @guarded
+    @db_session
+    def custom_permissions(self) -> dict[str, tuple[Permission, ...]]:
+        rows = self.entity.select(lambda r: not r.builtin and r.del_token == 0)
+        return {
+            row.name: tuple(Permission(p["resource"], p["action"]) for p in row.permissions)
+            for row in rows
+        }
