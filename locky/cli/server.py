@@ -45,6 +45,8 @@ def serve(settings: Settings) -> None:
             self.cfg.set("accesslog", None)
             self.cfg.set("graceful_timeout", 10)
             self.cfg.set("proc_name", "locky")
+            if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 24: no shared ~/.gunicorn socket
+                self.cfg.set("control_socket_disable", True)
 
         def load(self):
             return create_app(settings)
