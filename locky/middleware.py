@@ -13,7 +13,7 @@ import falcon
 from locky.errors import Unauthorized
 from locky.records import Identity
 
-REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
+REQUEST_ID = re.compile(r"^[\x20-\x7e]{1,128}$")
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",

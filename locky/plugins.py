@@ -40,6 +40,8 @@ def build_plugin_manager(
     environ = os.environ if environ is None else environ
     pm = pluggy.PluginManager("locky")
     pm.add_hookspecs(hookspecs)
+    # Historic: plugins registered later still get the call and can add their hookspecs.
+    pm.hook.locky_addhooks.call_historic(kwargs={"pluginmanager": pm})
     for name in _split(environ.get("LOCKY_BLOCK_PLUGINS", "")):
         pm.set_blocked(name)
     for name in DEFAULT_PLUGINS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import falcon
 
 from locky.media import load_query
+from locky.records import Identity
 from locky.routes import Operation, Route
 from locky.schemas import AuthzQuerySchema
 
@@ -33,8 +34,9 @@ class AuthzCheck:
         self.context.require(req.context.identity, "authz", "read")
         query = load_query(AuthzQuerySchema(), req)
         user = self.context.storage.users.get_by_uuid(query["user_uuid"])
-        allowed = user is not None and self.context.authorizer.is_allowed(
-            user, query["resource"], query["action"], group_uuid=query.get("group_uuid")
+        allowed = user is not None and self.context.allowed(
+            Identity(user=user, session_uuid=None, scheme="check"),
+            query["resource"], query["action"], group_uuid=query.get("group_uuid"),
         )
         resp.media = {"allowed": bool(allowed)}
 
