@@ -140,13 +140,13 @@ class PermissionSchema(Schema):
 
 
 class RoleRequestSchema(RequestSchema):
-    name = fields.String(required=True, validate=validate.Regexp(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{0,63}$."), **d("Role name, unique among live roles."))
+    name = fields.String(required=True, validate=validate.Regexp(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), **d("Role name, unique among live roles."))
     description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
     permissions = fields.List(fields.Nested(PermissionSchema), load_default=list, validate=validate.Length(0, 256), **d("What the role allows within the groups where it is held."))
 
 
 class RoleUpdateSchema(RoleRequestSchema):
-    name = fields.String(validate=validate.Regexp(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{0,63}$."), **d("Role name, unique among live roles."))
+    name = fields.String(validate=validate.Regexp(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), **d("Role name, unique among live roles."))
     description = fields.String(validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
     permissions = fields.List(fields.Nested(PermissionSchema), validate=validate.Length(0, 256), **d("Replaces the role's permissions."))
 

@@ -75,7 +75,7 @@ class Cli:
         return Result(code, captured.out, captured.err)
 
     def ok(self, audience: str, *argv: str, stdin: str = "") -> Result:
-        """Like calling it, but assert success and a silent stderr."""
+        """Like calling it, but assert success."""
         result = self(audience, *argv, stdin=stdin)
         assert result.code == 0, result
         return result

@@ -8,6 +8,7 @@ the URL that was tried.
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import urllib.error
@@ -42,9 +43,9 @@ class ApiError(ClientError):
     def __init__(self, status: int, body: Any = None, reason: str = "", headers: Mapping[str, str] | None = None):
         self.status = status
         self.body = body
-        self.headers = dict(headers or {})
+        self.headers = {str(k).lower(): v for k, v in (headers or {}).items()}
         self.message = _render_error(status, body, reason)
-        retry = self.headers.get("Retry-After")
+        retry = self.headers.get("retry-after")
         suffix = f" (retry after {retry} s)" if status == 429 and retry else ""
         super().__init__(f"{status}: {self.message}{suffix}")
 
@@ -54,6 +55,7 @@ def _render_error(status: int, body: Any, reason: str) -> str:
         if status == 400 or "title" not in body:
             return "; ".join(f"{key}: {_one_line(value)}" for key, value in sorted(body.items()))
         title = _one_line(body.get("title") or reason)
+        title = title.removeprefix(f"{status} ") or title  # Falcon titles read "404 Not Found"
         description = body.get("description")
         return f"{title}: {_one_line(description)}" if description else title
     return reason or "error"
@@ -111,8 +113,10 @@ class HttpClient:
             raise ConnectionFailed(self.base_url, text) from None
         except (socket.timeout, TimeoutError):
             raise ConnectionFailed(self.base_url, f"no answer within {self.timeout:g} s") from None
-        except (ConnectionError, OSError) as exc:
-            raise ConnectionFailed(self.base_url, exc.strerror or str(exc)) from None
+        except OSError as exc:  # connection reset, remote end closed, ...
+            raise ConnectionFailed(self.base_url, exc.strerror or str(exc) or type(exc).__name__) from None
+        except http.client.HTTPException as exc:  # not speaking HTTP at all
+            raise ConnectionFailed(self.base_url, f"bad HTTP answer ({type(exc).__name__})") from None
 
 
 def _query_value(value: Any) -> str:
