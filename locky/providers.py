@@ -55,7 +55,8 @@ class UserStore(RecordStore[User], Protocol):
     def create(self, *, name: str, email: str, password_hash: str) -> User:
         """Insert a user. ``email`` arrives trimmed and lowercased; raise
         ``Conflict("email", "Already registered.")`` when a live user has it, also
-        under concurrent inserts (the database enforces it)."""
+        under concurrent inserts (the database enforces it). Emails compare without
+        regard to case everywhere (store, look up and filter them lowercased)."""
 
     def get_by_email(self, email: str) -> User | None:
         """The live user with this (lowercased) email, or ``None``."""

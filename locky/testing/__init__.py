@@ -2,14 +2,23 @@
 
 Fixtures:
 
-- ``locky_database_url``: the database a test app uses. SQLite in ``tmp_path`` by
-  default; ``LOCKY_TEST_DATABASE_URL`` points the whole API suite at another engine.
+- ``locky_database_url``: the database a test app uses, empty at the start of each
+  test. SQLite in ``tmp_path`` by default. ``LOCKY_TEST_DATABASE_URL`` set to a
+  ``postgres://`` or ``mysql://`` URL runs the whole suite on that server instead: the
+  run gets its own fresh database beside the one the URL names (never that one),
+  emptied before every test and dropped at the end (:mod:`locky.testing.databases`).
 - ``locky_settings``: fast, test-friendly :class:`~locky.Settings` (bcrypt cost 4,
   a fixed secret, ``admin@example.com`` as admin). Override it to change one.
 - ``locky_plugins``: extra plugin objects for the app (empty by default).
 - ``locky_app``: the app, closed after the test.
 - ``locky_client``: a :class:`LockyClient` over Falcon's test client.
 - ``locky_user`` / ``locky_admin``: a registered, logged-in plain user and admin.
+- ``locky_app_factory``: ``make(plugin_objects=None, **settings)`` builds more apps in one test
+  (on the test's database unless ``database_url`` is given), closed after it: two apps
+  on one database stand for two hosts, or for a restart with other settings.
+
+The storage contract suite for storage plugins is
+:class:`locky.testing.storage_contract.StorageContract`.
 """
 
 from __future__ import annotations
@@ -84,9 +93,28 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
     return Settings.from_mapping(values)
 
 
+@pytest.fixture(scope="session")
+def locky_scratch_database() -> Iterator[Any]:
+    """The run's own database on the server ``LOCKY_TEST_DATABASE_URL`` names, or ``None``."""
+    url = os.environ.get("LOCKY_TEST_DATABASE_URL", "")
+    if not url or url.startswith("sqlite:"):
+        yield None
+        return
+    from locky.testing.databases import scratch_database, unreachable
+
+    reason = unreachable(url)
+    if reason:
+        pytest.fail(f"LOCKY_TEST_DATABASE_URL: {reason}", pytrace=False)
+    with scratch_database(url) as scratch:
+        yield scratch
+
+
 @pytest.fixture
-def locky_database_url(tmp_path) -> str:
-    return os.environ.get("LOCKY_TEST_DATABASE_URL") or f"sqlite:///{tmp_path / 'locky.sqlite'}"
+def locky_database_url(tmp_path, locky_scratch_database) -> str:
+    if locky_scratch_database is None:
+        return f"sqlite:///{tmp_path / 'locky.sqlite'}"
+    locky_scratch_database.wipe()
+    return locky_scratch_database.url
 
 
 @pytest.fixture
@@ -121,3 +149,28 @@ def locky_user(locky_client) -> Account:
 @pytest.fixture
 def locky_admin(locky_client) -> Account:
     return locky_client.account(ADMIN_EMAIL)
+
+
+@pytest.fixture
+def locky_app_factory(locky_database_url, locky_plugins) -> Iterator[Any]:
+    """``make(plugin_objects=None, **settings) -> LockyApp``: more apps for one test.
+
+    Settings are :func:`make_settings` with ``settings`` applied (``database_url``
+    defaults to the test's database; ``plugins=("module",)`` loads plugin modules by
+    name, as ``LOCKY_PLUGINS`` does); ``plugin_objects`` defaults to ``locky_plugins``.
+    Every app made is closed after the test, newest first.
+    """
+    apps: list[LockyApp] = []
+
+    def make(plugin_objects: Any = None, **overrides: Any) -> LockyApp:
+        database_url = overrides.pop("database_url", locky_database_url)
+        app = create_app(make_settings(database_url, **overrides),
+                         plugins=locky_plugins if plugin_objects is None else plugin_objects)
+        apps.append(app)
+        return app
+
+    try:
+        yield make
+    finally:
+        for app in reversed(apps):
+            app.close()

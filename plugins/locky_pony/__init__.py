@@ -10,9 +10,10 @@ from pony.orm import db_session
 
 from locky.plugins import hookimpl
 
-from .database import open_database
+from .database import bind_arguments, open_database
+from .fast import FastAuthentication, FastCollection, Reads
 from .sessions import GrantStore, LoginThrottle, SessionStore
-from .guard import guarded
+from .guard import transaction
 from .stores import (
     GroupStore, MemberStore, RoleStore, UserStore,
     group_record, member_record, role_record, user_record,
@@ -32,9 +33,15 @@ class PonyStorage:
         self.sessions = SessionStore(e)
         self.throttle = LoginThrottle(e)
         self.grants = GrantStore(e)
+        # The per-request reads in plain SQL (same results; see fast.py).
+        self._reads = Reads(self.db, bind_arguments(settings))
+        for store, entity in ((self.users, e.User), (self.groups, e.Group),
+                              (self.members, e.Member), (self.roles, e.Role)):
+            reader = FastCollection(self._reads, entity, store)
+            store.get, store.list = reader.get, reader.list
+        self.authenticate = FastAuthentication(self._reads, e).authenticate
 
-    @guarded
-    @db_session
+    @transaction
     def revision(self) -> int:
         return self.entities.Meta["policy_revision"].number
 
@@ -47,6 +54,7 @@ class PonyStorage:
             return False
 
     def close(self) -> None:
+        self._reads.close()
         self.db.disconnect()
 
 

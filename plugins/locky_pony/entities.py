@@ -2,8 +2,16 @@
 
 "Unique among live rows" is enforced by the database on every engine with the
 ``del_token`` scheme: 0 while a row is live, its own id once soft-deleted, and a
-composite unique key over (value, del_token). Emails are stored lowercased, so the
-uniqueness is case-insensitive everywhere.
+composite unique key over (value, del_token); MariaDB has no partial indexes, and this
+works on all three engines. Emails are stored lowercased, and MySQL/MariaDB tables use
+a binary NO PAD collation, so comparisons are exact (and email uniqueness
+case-insensitive) on every engine alike: ``Admins``, ``admins`` and ``admins `` are
+three group names everywhere, not only on PostgreSQL and SQLite.
+
+Every record table has an index on ``(del_token, id)``: the live rows in id order, so a
+keyset page or a count reads an index range rather than the table; each member filter
+column has one on ``(column, del_token, id)`` for the same reason. (MariaDB misuses the
+first for deep pages: ``fast.py`` tells it to ignore ``idx_<table>__del_token_id`` there.)
 """
 
 from __future__ import annotations
@@ -16,41 +24,58 @@ from pony.orm import Json, Optional, PrimaryKey, Required, Set, composite_index,
 #: Bumped whenever the tables change; stored in ``locky_meta``.
 SCHEMA_VERSION = 1
 
+#: Binary MySQL/MariaDB collations, best first. The NO PAD ones compare trailing spaces
+#: as PostgreSQL and SQLite do ("a" and "a " differ); plain ``utf8mb4_bin`` pads.
+MYSQL_COLLATIONS = ("utf8mb4_nopad_bin", "utf8mb4_0900_bin", "utf8mb4_bin")
 
-def define_entities(db) -> SimpleNamespace:
-    """Declare Locky's tables on ``db`` and return the entity classes."""
+
+# Text is stored exactly as given (Pony would strip it by default): what the API
+# accepted is what it returns, and "a" and "a " are different names on every engine.
+
+def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIONS[-1]) -> SimpleNamespace:
+    """Declare Locky's tables on ``db`` (bound to an engine of ``dialect``) and return
+    the entity classes; ``collation`` is the MySQL/MariaDB tables' collation."""
+    options = {}
+    if dialect == "MySQL":
+        # 4-byte UTF-8 and exact comparisons, whatever the database's defaults are.
+        options = {"ENGINE": "InnoDB", "DEFAULT CHARSET": "utf8mb4", "COLLATE": collation}
 
     class UserRow(db.Entity):
+        _table_options_ = options
         _table_ = "locky_users"
         id = PrimaryKey(int, auto=True, size=64)
-        uuid = Required(str, 36, unique=True)
+        uuid = Required(str, 36, unique=True, autostrip=False)
         created_at = Required(datetime, precision=6)
         updated_at = Required(datetime, precision=6)
         deleted_at = Optional(datetime, precision=6)
         del_token = Required(int, size=64, default=0)
-        name = Required(str, 255)
-        email = Required(str, 254)
-        password_hash = Required(str, 255)
+        name = Required(str, 255, autostrip=False)
+        email = Required(str, 254, autostrip=False)
+        password_hash = Required(str, 255, autostrip=False)
         memberships = Set("MemberRow")
         composite_key(email, del_token)
+        composite_index(del_token, id)
 
     class GroupRow(db.Entity):
+        _table_options_ = options
         _table_ = "locky_groups"
         id = PrimaryKey(int, auto=True, size=64)
-        uuid = Required(str, 36, unique=True)
+        uuid = Required(str, 36, unique=True, autostrip=False)
         created_at = Required(datetime, precision=6)
         updated_at = Required(datetime, precision=6)
         deleted_at = Optional(datetime, precision=6)
         del_token = Required(int, size=64, default=0)
-        name = Required(str, 255)
-        description = Optional(str, 1024, default="")
+        name = Required(str, 255, autostrip=False)
+        description = Optional(str, 1024, default="", autostrip=False)
         memberships = Set("MemberRow")
         composite_key(name, del_token)
+        composite_index(del_token, id)
 
     class MemberRow(db.Entity):
+        _table_options_ = options
         _table_ = "locky_members"
         id = PrimaryKey(int, auto=True, size=64)
-        uuid = Required(str, 36, unique=True)
+        uuid = Required(str, 36, unique=True, autostrip=False)
         created_at = Required(datetime, precision=6)
         updated_at = Required(datetime, precision=6)
         deleted_at = Optional(datetime, precision=6)
@@ -58,51 +83,60 @@ def define_entities(db) -> SimpleNamespace:
         group = Required(GroupRow)
         user = Required(UserRow)
         # Denormalised so lists and filters need no join.
-        group_uuid = Required(str, 36)
-        user_uuid = Required(str, 36)
-        role = Required(str, 64)
+        group_uuid = Required(str, 36, autostrip=False)
+        user_uuid = Required(str, 36, autostrip=False)
+        role = Required(str, 64, autostrip=False)
         composite_key(group, user, del_token)
-        composite_index(group_uuid, del_token)
-        composite_index(user_uuid, del_token)
-        composite_index(role, del_token)
+        composite_index(del_token, id)
+        composite_index(group_uuid, del_token, id)
+        composite_index(user_uuid, del_token, id)
+        composite_index(role, del_token, id)
 
     class RoleRow(db.Entity):
+        _table_options_ = options
         _table_ = "locky_roles"
         id = PrimaryKey(int, auto=True, size=64)
-        uuid = Required(str, 36, unique=True)
+        uuid = Required(str, 36, unique=True, autostrip=False)
         created_at = Required(datetime, precision=6)
         updated_at = Required(datetime, precision=6)
         deleted_at = Optional(datetime, precision=6)
         del_token = Required(int, size=64, default=0)
-        name = Required(str, 64)
-        description = Optional(str, 1024, default="")
-        permissions = Required(Json)
+        name = Required(str, 64, autostrip=False)
+        description = Optional(str, 1024, default="", autostrip=False)
+        # Left out of Pony's optimistic check, whose SQL MariaDB rejects (CAST AS JSON):
+        # two concurrent edits of one role's permissions, the last one wins.
+        permissions = Required(Json, optimistic=False)
         builtin = Required(bool, default=False)
         composite_key(name, del_token)
+        composite_index(del_token, id)
 
     class SessionRow(db.Entity):
+        _table_options_ = options
         _table_ = "locky_sessions"
         id = PrimaryKey(int, auto=True, size=64)
-        uuid = Required(str, 36, unique=True)
-        user_uuid = Required(str, 36, index=True)
+        uuid = Required(str, 36, unique=True, autostrip=False)
+        user_uuid = Required(str, 36, index=True, autostrip=False)
         created_at = Required(datetime, precision=6)
         revoked_at = Optional(datetime, precision=6)
-        refresh_jti = Required(str, 64)
+        refresh_jti = Required(str, 64, autostrip=False)
 
     class ThrottleRow(db.Entity):
+        _table_options_ = options
         _table_ = "locky_login_throttle"
         key = PrimaryKey(str, 254)
         window_start = Required(float)
         attempts = Required(int)
 
     class GrantRow(db.Entity):
+        _table_options_ = options
         _table_ = "locky_grants"
         id = PrimaryKey(int, auto=True, size=64)
-        user_uuid = Required(str, 36)
-        role = Required(str, 64)
+        user_uuid = Required(str, 36, autostrip=False)
+        role = Required(str, 64, autostrip=False)
         composite_key(user_uuid, role)
 
     class MetaRow(db.Entity):
+        _table_options_ = options
         _table_ = "locky_meta"
         key = PrimaryKey(str, 64)
         number = Required(int, size=64)

@@ -1,47 +1,163 @@
-"""Turning database failures into Locky's errors, so no driver text reaches a client."""
+"""Transactions of the Pony backend, and database failures turned into Locky's errors.
+
+Every storage method runs in :func:`transaction`: one ``db_session`` (one database
+transaction), run again when the database says that is safe (a deadlock, a
+serialization failure, a connection that broke before the commit), and never letting a
+driver exception out. A broken unique key becomes the contract's ``Conflict`` (a 400);
+anything else is logged and becomes ``Unavailable`` (a 503 whose body carries no driver
+text).
+"""
 
 from __future__ import annotations
 
 import functools
 import logging
+import random
+import time
 from contextlib import contextmanager
+from typing import Callable
 
-from pony.orm import core
+from pony.orm import core, db_session
 
 from locky.errors import Conflict, LockyError, Unavailable
 
 log = logging.getLogger("locky.storage")
 
-#: Errors that mean "the database did not answer" rather than "your data is wrong".
-CONNECTION_ERRORS = (core.OperationalError, core.InterfaceError, core.ConnectionClosedError)
+CONFLICT, TRANSIENT, LOST, BROKEN = "conflict", "transient", "lost", "broken"
+
+#: PostgreSQL SQLSTATEs after which the whole transaction may simply run again.
+PG_TRANSIENT = {"40001", "40P01", "55P03"}  # serialization failure, deadlock, lock not available
+#: PostgreSQL SQLSTATEs of a server that went away or is not accepting connections yet.
+PG_LOST = {None, "57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", "08004"}
+#: MySQL/MariaDB error numbers: deadlock, lock wait timeout.
+MYSQL_TRANSIENT = {1213, 1205}
+#: MySQL/MariaDB client errors: can't connect, server gone away, lost connection, ...
+MYSQL_LOST = {2002, 2003, 2005, 2006, 2013, 2055, 1927, 1053, 1077, 1078, 1079, 1080}
+
+_WRAPPERS = (core.CommitException, core.PartialCommitException, core.RollbackException)
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The driver's exception under Pony's wrappers."""
+    for _ in range(5):
+        if isinstance(exc, _WRAPPERS) and exc.exceptions:
+            exc = exc.exceptions[0][1]
+        elif getattr(exc, "original_exc", None) is not None:
+            exc = exc.original_exc
+        else:
+            break
+    return exc
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def classify(exc: BaseException) -> str:
+    """``conflict``, ``transient`` (run the transaction again), ``lost`` (the connection
+    broke) or ``broken`` (anything else)."""
+    if isinstance(exc, (core.CacheIndexError, core.TransactionIntegrityError)):
+        return CONFLICT
+    if isinstance(exc, core.ConnectionClosedError):
+        return LOST
+    root = root_cause(exc)
+    if isinstance(root, core.IsolationError):
+        return TRANSIENT  # Pony's optimistic check: a row changed under us; read it again
+    names = _names(root)
+    if "IntegrityError" in names:
+        return CONFLICT
+    if isinstance(exc, core.IsolationError) or isinstance(root, core.IsolationError):
+        # Pony's optimistic check: another transaction changed the row first (an update
+        # racing a delete); nothing was written, and the retry sees the other's result.
+        return TRANSIENT
+    module = type(root).__module__ or ""
+    if module.startswith("psycopg2"):
+        code = getattr(root, "pgcode", None)
+        if code in PG_TRANSIENT:
+            return TRANSIENT
+        if "InterfaceError" in names or ("OperationalError" in names and code in PG_LOST):
+            return LOST
+        if code and code.startswith("08"):
+            return LOST
+        return BROKEN
+    if module.startswith("pymysql"):
+        number = root.args[0] if root.args and isinstance(root.args[0], int) else None
+        if number in MYSQL_TRANSIENT:
+            return TRANSIENT
+        if number in MYSQL_LOST or "InterfaceError" in names:
+            return LOST
+        return BROKEN
+    if module.startswith("sqlite3"):
+        text = str(root).lower()
+        if "locked" in text or "busy" in text:
+            return TRANSIENT
+        return BROKEN
+    if isinstance(root, (ConnectionError, TimeoutError)):
+        return LOST
+    return BROKEN
+
+
+def _may_run_again(exc: BaseException, kind: str) -> bool:
+    if kind == TRANSIENT:
+        return True
+    # A connection lost during the commit may have committed: running a write again
+    # could apply it twice. Lost anywhere before that, the server rolled it back.
+    return kind == LOST and not isinstance(exc, (core.CommitException, core.PartialCommitException))
+
+
+def transaction(method: Callable | None = None, *, retries: int = 3, conflict: Conflict | None = None,
+                retry_conflicts: bool = False):
+    """Run ``method`` as one ``db_session``, mapping failures to Locky's errors.
+
+    ``conflict`` is raised for a broken unique key that the method did not map itself
+    (default: a generic ``Conflict("request")``); ``retry_conflicts`` runs the method
+    again instead (for insert-or-update methods whose retry finds the other row).
+    """
+    if method is None:
+        return functools.partial(transaction, retries=retries, conflict=conflict,
+                                 retry_conflicts=retry_conflicts)
+    session = db_session(method)
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        # Inside a caller's db_session (a batch) this is no transaction of its own:
+        # nothing to run again.
+        attempts = 1 if core.local.db_session is not None else retries + 1
+        for attempt in range(attempts):
+            try:
+                return session(*args, **kwargs)
+            except (LockyError, ValueError, TypeError):
+                raise
+            except Exception as exc:
+                kind = classify(exc)
+                last = attempt == attempts - 1
+                if kind == CONFLICT and not (retry_conflicts and not last):
+                    log.info("unique key conflict in %s", method.__qualname__)
+                    raise (conflict or Conflict("request", "Conflicts with a concurrent change; try again.")) from None
+                if last or not (kind == CONFLICT or _may_run_again(exc, kind)):
+                    root = root_cause(exc)
+                    log.warning("storage unavailable in %s (%s): %s: %s", method.__qualname__, kind,
+                                type(root).__name__, _first_line(root))
+                    raise Unavailable() from None
+                log.info("running %s again after a %s error (%s)", method.__qualname__, kind,
+                         type(root_cause(exc)).__name__)
+                time.sleep(random.uniform(0, 0.02 * 2**attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    wrapper.retries = retries
+    return wrapper
 
 
 @contextmanager
 def integrity_errors(conflict: Conflict):
-    """Raise ``conflict`` when the block breaks a unique key."""
+    """Raise ``conflict`` when the block breaks a unique key (a flush inside it)."""
     try:
         yield
-    except (core.TransactionIntegrityError, core.IntegrityError, core.CacheIndexError):
-        raise conflict from None
+    except Exception as exc:
+        if classify(exc) == CONFLICT:
+            raise conflict from None
+        raise
 
 
-def guarded(method):
-    """Let Locky's errors through; log any database error and raise ``Unavailable``."""
-
-    @functools.wraps(method)
-    def wrapper(*args, **kwargs):
-        try:
-            return method(*args, **kwargs)
-        except (LockyError, ValueError, TypeError):
-            raise
-        except CONNECTION_ERRORS as exc:
-            log.warning("storage unavailable in %s: %s", method.__qualname__, type(exc).__name__)
-            raise Unavailable() from None
-        except (core.TransactionIntegrityError, core.IntegrityError, core.CacheIndexError):
-            log.warning("uniqueness race lost in %s", method.__qualname__)
-            raise Conflict("request", "Conflicts with a concurrent change; try again.") from None
-        except (core.TransactionError, core.DatabaseError) as exc:
-            log.warning("storage error in %s: %s", method.__qualname__, type(exc).__name__)
-            raise Unavailable() from None
-
-    return wrapper
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:200]

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import time
 
-from pony.orm import db_session
-
 from locky.records import Session
 
-from .guard import guarded
+from .guard import transaction
 from .stores import user_record, utcnow
 
 
@@ -26,16 +24,14 @@ class SessionStore:
     def __init__(self, entities):
         self.e = entities
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def create(self, *, uuid: str, user_uuid: str, refresh_jti: str) -> Session:
         row = self.e.Session(
             uuid=uuid, user_uuid=user_uuid, created_at=utcnow(), refresh_jti=refresh_jti
         )
         return session_record(row)
 
-    @guarded
-    @db_session
+    @transaction
     def identity(self, uuid: str):
         session = self.e.Session.get(uuid=uuid)
         if session is None or session.revoked_at is not None:
@@ -45,8 +41,7 @@ class SessionStore:
             return None
         return session_record(session), user_record(user)
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def rotate(self, uuid: str, presented_jti: str, new_jti: str) -> bool:
         # The row lock serialises two refreshes racing with the same token.
         row = self.e.Session.get_for_update(uuid=uuid)
@@ -58,8 +53,7 @@ class SessionStore:
         row.refresh_jti = new_jti
         return True
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def revoke(self, uuid: str) -> bool:
         row = self.e.Session.get_for_update(uuid=uuid)
         if row is None or row.revoked_at is not None:
@@ -72,8 +66,7 @@ class LoginThrottle:
     def __init__(self, entities):
         self.e = entities
 
-    @guarded
-    @db_session(retry=5)
+    @transaction(retries=5, retry_conflicts=True)
     def hit(self, key: str, *, limit: int, window: int) -> int | None:
         now = time.time()
         row = self.e.Throttle.get_for_update(key=key)
@@ -89,8 +82,7 @@ class LoginThrottle:
         row.attempts += 1
         return None
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def reset(self, key: str) -> None:
         row = self.e.Throttle.get_for_update(key=key)
         if row is not None:
@@ -104,8 +96,7 @@ class GrantStore:
     def _bump(self) -> None:
         self.e.Meta.get_for_update(key="policy_revision").number += 1
 
-    @guarded
-    @db_session(retry=3)
+    @transaction(retry_conflicts=True)  # a concurrent grant: the retry sees it
     def grant(self, user_uuid: str, role: str) -> bool:
         if self.e.Grant.get(user_uuid=user_uuid, role=role) is not None:
             return False
@@ -113,8 +104,7 @@ class GrantStore:
         self._bump()
         return True
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def revoke(self, user_uuid: str, role: str) -> bool:
         row = self.e.Grant.get(user_uuid=user_uuid, role=role)
         if row is None:
@@ -123,7 +113,6 @@ class GrantStore:
         self._bump()
         return True
 
-    @guarded
-    @db_session
+    @transaction
     def roles_of(self, user_uuid: str) -> frozenset[str]:
         return frozenset(g.role for g in self.e.Grant.select(lambda g: g.user_uuid == user_uuid))

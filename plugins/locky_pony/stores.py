@@ -10,12 +10,10 @@ import uuid as uuidlib
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
-from pony.orm import db_session
-
 from locky.errors import Conflict, Invalid, NotFound
 from locky.records import Group, Member, Page, Permission, Role, User
 
-from .guard import guarded, integrity_errors
+from .guard import integrity_errors, transaction
 
 MAX_ID = 2**63 - 1
 
@@ -88,14 +86,12 @@ class Collection:
             raise NotFound()
         return row
 
-    @guarded
-    @db_session
+    @transaction
     def get(self, id: int):
         row = self._live(id)
         return None if row is None else self.to_record(row)
 
-    @guarded
-    @db_session
+    @transaction
     def get_by_uuid(self, uuid: str):
         row = self.entity.get(uuid=uuid) if isinstance(uuid, str) else None
         return None if row is None or row.del_token else self.to_record(row)
@@ -108,8 +104,7 @@ class Collection:
         given = {k: v for k, v in filters.items() if v is not None}
         return query.filter(**given) if given else query
 
-    @guarded
-    @db_session
+    @transaction
     def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page:
         query = self._query(filters).filter(lambda r: r.id > after_id)
         rows = list(query.order_by(lambda r: r.id).limit(limit + 1))
@@ -117,13 +112,11 @@ class Collection:
         items = [self.to_record(row) for row in rows[:limit]]
         return Page(items=items, next_after_id=items[-1].id if more else None)
 
-    @guarded
-    @db_session
+    @transaction
     def count(self, **filters: Any) -> int:
         return self._query(filters).count()
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def delete(self, id: int):
         row = self._live_or_404(id)
         self._before_delete(row)
@@ -140,19 +133,28 @@ class Collection:
     def _update(self, id: int, changes: dict[str, Any], unique_field: str, conflict_message: str):
         row = self._live_or_404(id)
         changed = {k: v for k, v in changes.items() if v is not None and getattr(row, k) != v}
-        if changed:
-            row.set(**changed, updated_at=utcnow())
         with integrity_errors(Conflict(unique_field, conflict_message)):
+            if changed:
+                row.set(**changed, updated_at=utcnow())
             row.flush()
         return row
+
+
+def _email(value):
+    # The API lowercases emails already; doing it here too keeps uniqueness
+    # case-insensitive for every caller of the storage interface.
+    return value.lower() if isinstance(value, str) else value
 
 
 class UserStore(Collection):
     filters = ("email",)
 
-    @guarded
-    @db_session(retry=3)
+    def _query(self, filters: dict[str, Any]):
+        return super()._query({k: _email(v) if k == "email" else v for k, v in filters.items()})
+
+    @transaction
     def create(self, *, name: str, email: str, password_hash: str) -> User:
+        email = _email(email)
         now = utcnow()
         with integrity_errors(Conflict("email", "Already registered.")):
             row = self.entity(
@@ -162,15 +164,15 @@ class UserStore(Collection):
             row.flush()
         return user_record(row)
 
-    @guarded
-    @db_session
+    @transaction
     def get_by_email(self, email: str) -> User | None:
-        row = self.entity.get(email=email, del_token=0)
+        row = self.entity.get(email=_email(email), del_token=0)
         return None if row is None else user_record(row)
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def update(self, id: int, **changes: Any) -> User:
+        if "email" in changes:
+            changes = {**changes, "email": _email(changes["email"])}
         return user_record(self._update(id, changes, "email", "Already registered."))
 
     def _after_delete(self, row) -> None:
@@ -186,8 +188,7 @@ class UserStore(Collection):
 class GroupStore(Collection):
     filters = ("name",)
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def create(self, *, name: str, description: str, owner_uuid: str) -> Group:
         owner = self.entities.User.get(uuid=owner_uuid, del_token=0)
         if owner is None:
@@ -204,8 +205,7 @@ class GroupStore(Collection):
         )
         return group_record(row)
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def update(self, id: int, **changes: Any) -> Group:
         return group_record(self._update(id, changes, "name", "Already exists."))
 
@@ -217,8 +217,7 @@ class GroupStore(Collection):
 class MemberStore(Collection):
     filters = ("group_uuid", "user_uuid", "role")
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def create(self, *, group_uuid: str, user_uuid: str, role: str) -> Member:
         e = self.entities
         group = e.Group.get(uuid=group_uuid, del_token=0)
@@ -238,8 +237,7 @@ class MemberStore(Collection):
             row.flush()
         return member_record(row)
 
-    @guarded
-    @db_session
+    @transaction
     def role_of(self, user_uuid: str, group_uuid: str) -> str | None:
         row = self.entity.get(group_uuid=group_uuid, user_uuid=user_uuid, del_token=0)
         return None if row is None else row.role
@@ -257,8 +255,7 @@ class RoleStore(Collection):
         row = self.entities.Meta.get_for_update(key="policy_revision")
         row.number += 1
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def create(self, *, name: str, description: str, permissions: Iterable[Permission]) -> Role:
         now = utcnow()
         with integrity_errors(Conflict("name")):
@@ -270,8 +267,7 @@ class RoleStore(Collection):
         self._bump()
         return role_record(row)
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def update(self, id: int, **changes: Any) -> Role:
         row = self._live_or_404(id)
         if row.builtin:
@@ -296,8 +292,7 @@ class RoleStore(Collection):
     def _after_delete(self, row) -> None:
         self._bump()
 
-    @guarded
-    @db_session(retry=3)
+    @transaction
     def sync_builtin(self, roles) -> None:
         wanted = {role.name: role for role in roles}
         now = utcnow()
@@ -315,8 +310,7 @@ class RoleStore(Collection):
             elif (row.description, row.permissions, row.builtin) != (role.description, permissions, True):
                 row.set(description=role.description, permissions=permissions, builtin=True, updated_at=now)
 
-    @guarded
-    @db_session
+    @transaction
     def custom_permissions(self) -> dict[str, tuple[Permission, ...]]:
         rows = self.entity.select(lambda r: not r.builtin and r.del_token == 0)
         return {

@@ -1,0 +1,570 @@
+"""The storage contract suite: one set of tests of :class:`locky.providers.Storage`.
+
+Every storage provider runs it, Locky's own on each engine included. Subclass
+:class:`StorageContract` in a test module and override its ``storage`` fixture to
+return an *empty* storage (a fresh one for every test)::
+
+    from locky.testing.storage_contract import StorageContract
+
+    class TestMyStorage(StorageContract):
+        @pytest.fixture
+        def storage(self, tmp_path):
+            storage = MyStorage(...)
+            yield storage
+            storage.close()
+
+The suite speaks only the ``Storage`` protocol: records in and out are
+:mod:`locky.records` dataclasses and errors are :mod:`locky.errors`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+import pytest
+
+from locky.errors import Conflict, Invalid, NotFound
+from locky.providers import BuiltinRole, Storage
+from locky.records import Group, Member, Page, Permission, Role, User
+
+UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+BUILTIN = (
+    BuiltinRole("owner", "Owns a group", (Permission("groups", "write"), Permission("members", "write"))),
+    BuiltinRole("member", "Belongs to a group", ()),
+    BuiltinRole("viewer", "Reads a group", (Permission("groups", "read"),)),
+)
+
+
+def utc(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC datetime (naive ones are taken as UTC)."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def run_together(count: int, call: Callable[[int], Any]) -> list[Any]:
+    """Run ``call(i)`` for ``i`` in ``range(count)`` in threads released at once;
+    return each result or the exception it raised."""
+    barrier = threading.Barrier(count)
+
+    def one(i):
+        barrier.wait(timeout=30)
+        try:
+            return call(i)
+        except Exception as exc:  # collected, asserted by the caller
+            return exc
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(one, range(count)))
+
+
+class StorageContract:
+    """The tests every storage provider must pass. Override :meth:`storage`."""
+
+    @pytest.fixture
+    def storage(self) -> Storage:
+        """An empty storage; subclasses override this fixture."""
+        pytest.fail("a StorageContract subclass must override the `storage` fixture", pytrace=False)
+
+    # -- helpers ----------------------------------------------------------------
+
+    @pytest.fixture
+    def seeded(self, storage) -> Storage:
+        """``storage`` with the built-in roles of :data:`BUILTIN`."""
+        storage.roles.sync_builtin(BUILTIN)
+        return storage
+
+    @staticmethod
+    def user(storage, email: str = "ada@example.com", name: str = "Ada") -> User:
+        return storage.users.create(name=name, email=email, password_hash="$2b$04$" + "x" * 53)
+
+    @staticmethod
+    def group(storage, owner: User, name: str = "engineers") -> Group:
+        return storage.groups.create(name=name, description="Builds things", owner_uuid=owner.uuid)
+
+    @staticmethod
+    def assert_fresh_record(record, before: datetime) -> None:
+        assert isinstance(record.id, int) and 0 < record.id < 2**63
+        assert UUID4.match(record.uuid), record.uuid
+        assert record.deleted_at is None
+        assert record.created_at == record.updated_at
+        now = datetime.now(timezone.utc)
+        assert before - timedelta(seconds=2) <= utc(record.created_at) <= now + timedelta(seconds=2)
+
+    # -- storage ----------------------------------------------------------------
+
+    def test_is_a_storage(self, storage):
+        assert isinstance(storage, Storage)
+
+    def test_ping(self, storage):
+        assert storage.ping() is True
+
+    def test_revision_is_an_integer(self, storage):
+        assert isinstance(storage.revision(), int)
+
+    # -- users ------------------------------------------------------------------
+
+    def test_user_create_returns_the_stored_record(self, storage):
+        before = datetime.now(timezone.utc)
+        user = self.user(storage)
+        self.assert_fresh_record(user, before)
+        assert (user.name, user.email) == ("Ada", "ada@example.com")
+        assert user.password_hash == "$2b$04$" + "x" * 53
+        assert storage.users.get(user.id) == user
+        assert storage.users.get_by_uuid(user.uuid) == user
+        assert storage.users.get_by_email("ada@example.com") == user
+
+    def test_user_timestamps_keep_microseconds(self, storage):
+        user = self.user(storage)
+        stored = storage.users.get(user.id)
+        assert stored.created_at == user.created_at and stored.updated_at == user.updated_at
+
+    def test_ids_grow_and_uuids_differ(self, storage):
+        users = [self.user(storage, f"u{i}@example.com") for i in range(5)]
+        ids = [u.id for u in users]
+        assert ids == sorted(ids) and len(set(ids)) == 5
+        assert len({u.uuid for u in users}) == 5
+
+    def test_unknown_and_out_of_range_ids_are_none(self, storage):
+        self.user(storage)
+        for missing in (0, -1, 999_999, 2**63 - 1, 2**63, 2**64):
+            assert storage.users.get(missing) is None
+        assert storage.users.get_by_uuid("00000000-0000-4000-8000-000000000000") is None
+        assert storage.users.get_by_email("nobody@example.com") is None
+
+    def test_unicode_round_trips(self, storage):
+        name = "Zoë 🔒 Łukasz 中文"
+        user = self.user(storage, "zoe@example.com", name=name)
+        assert storage.users.get(user.id).name == name
+        group = storage.groups.create(name="🔐 Ünïcode", description="描述 ✓", owner_uuid=user.uuid)
+        assert storage.groups.get(group.id).name == "🔐 Ünïcode"
+        assert storage.groups.list(name="🔐 Ünïcode").items == [group]
+
+    def test_duplicate_email_is_a_conflict(self, storage):
+        self.user(storage)
+        with pytest.raises(Conflict) as caught:
+            self.user(storage, name="Other Ada")
+        assert caught.value.fields == {"email": "Already registered."}
+        assert storage.users.count() == 1
+
+    def test_email_uniqueness_ignores_case(self, storage):
+        self.user(storage)
+        with pytest.raises(Conflict):
+            self.user(storage, "ADA@Example.COM")
+        assert storage.users.get_by_email("Ada@Example.com").email == "ada@example.com"
+        assert storage.users.count(email="ADA@EXAMPLE.COM") == 1
+
+    def test_concurrent_registrations_of_one_email(self, storage):
+        results = run_together(8, lambda i: self.user(storage, "race@example.com", name=f"racer {i}"))
+        created = [r for r in results if isinstance(r, User)]
+        conflicts = [r for r in results if isinstance(r, Conflict)]
+        assert len(created) == 1, results
+        assert len(conflicts) == 7, results
+        assert all(c.fields == {"email": "Already registered."} for c in conflicts)
+        assert storage.users.count(email="race@example.com") == 1
+
+    def test_user_update(self, storage):
+        user = self.user(storage)
+        time.sleep(0.002)
+        updated = storage.users.update(user.id, name="Ada L.", email="ada.l@example.com")
+        assert (updated.name, updated.email, updated.uuid, updated.created_at) == (
+            "Ada L.", "ada.l@example.com", user.uuid, user.created_at)
+        assert updated.updated_at > user.updated_at
+        assert storage.users.get(user.id) == updated
+        assert storage.users.get_by_email("ada@example.com") is None
+        password = storage.users.update(user.id, password_hash="new-hash")
+        assert password.password_hash == "new-hash" and password.email == "ada.l@example.com"
+
+    def test_user_update_to_a_taken_email_is_a_conflict(self, storage):
+        self.user(storage)
+        other = self.user(storage, "bob@example.com", "Bob")
+        with pytest.raises(Conflict) as caught:
+            storage.users.update(other.id, email="ada@example.com")
+        assert caught.value.fields == {"email": "Already registered."}
+        assert storage.users.get(other.id).email == "bob@example.com"
+        assert storage.users.update(other.id, email="bob@example.com").email == "bob@example.com"
+
+    def test_user_update_of_missing_or_deleted_is_not_found(self, storage):
+        user = self.user(storage)
+        storage.users.delete(user.id)
+        for missing in (user.id, user.id + 1000):
+            with pytest.raises(NotFound):
+                storage.users.update(missing, name="x")
+
+    def test_user_delete_is_soft_and_hides_the_user(self, storage):
+        user = self.user(storage)
+        keep = self.user(storage, "bob@example.com", "Bob")
+        deleted = storage.users.delete(user.id)
+        assert deleted.id == user.id and deleted.deleted_at is not None
+        assert deleted.updated_at == deleted.deleted_at >= user.updated_at
+        assert storage.users.get(user.id) is None
+        assert storage.users.get_by_uuid(user.uuid) is None
+        assert storage.users.get_by_email(user.email) is None
+        assert storage.users.list().items == [keep]
+        assert storage.users.count() == 1
+        assert storage.users.count(email=user.email) == 0
+        with pytest.raises(NotFound):
+            storage.users.delete(user.id)
+
+    def test_deleted_email_can_register_again(self, storage):
+        first = self.user(storage)
+        storage.users.delete(first.id)
+        second = self.user(storage)
+        assert second.id != first.id and second.uuid != first.uuid
+        storage.users.delete(second.id)
+        third = self.user(storage)
+        assert storage.users.get_by_email("ada@example.com") == third
+
+    # -- lists ------------------------------------------------------------------
+
+    def test_list_pages_by_id(self, storage):
+        users = [self.user(storage, f"u{i}@example.com") for i in range(7)]
+        first = storage.users.list(limit=3)
+        assert isinstance(first, Page)
+        assert first.items == users[:3] and first.next_after_id == users[2].id
+        second = storage.users.list(after_id=first.next_after_id, limit=3)
+        assert second.items == users[3:6] and second.next_after_id == users[5].id
+        last = storage.users.list(after_id=second.next_after_id, limit=3)
+        assert last.items == users[6:] and last.next_after_id is None
+        assert storage.users.list(after_id=users[-1].id).items == []
+
+    def test_list_exact_multiple_of_limit_ends_with_none(self, storage):
+        users = [self.user(storage, f"u{i}@example.com") for i in range(4)]
+        page = storage.users.list(limit=2, after_id=users[1].id)
+        assert page.items == users[2:] and page.next_after_id is None
+        whole = storage.users.list(limit=4)
+        assert whole.items == users and whole.next_after_id is None
+
+    def test_list_defaults_and_after_id_between_ids(self, storage):
+        users = [self.user(storage, f"u{i}@example.com") for i in range(3)]
+        storage.users.delete(users[1].id)
+        assert storage.users.list().items == [users[0], users[2]]
+        assert storage.users.list(after_id=users[1].id).items == [users[2]]
+        assert storage.users.list(limit=1).next_after_id == users[0].id
+
+    def test_filters_are_exact(self, storage):
+        owner = self.user(storage)
+        self.user(storage, "ada2@example.com")
+        assert [u.email for u in storage.users.list(email="ada@example.com").items] == ["ada@example.com"]
+        assert storage.users.list(email="ada").items == []
+        assert storage.users.count(email="ada") == 0
+        self.group(storage, owner, "Admins")
+        self.group(storage, owner, "admins")
+        spaced = self.group(storage, owner, " admins ")
+        assert [g.name for g in storage.groups.list(name="admins").items] == ["admins"]
+        assert storage.groups.count(name="Admins") == 1
+        assert storage.groups.list(name=" admins ").items == [spaced]
+        assert storage.groups.count() == 3
+
+    def test_text_is_stored_exactly(self, storage):
+        owner = self.user(storage, name="  Ada  ")
+        assert storage.users.get(owner.id).name == "  Ada  "
+        group = storage.groups.create(name="two  spaces ", description="  line one\nline two\n",
+                                      owner_uuid=owner.uuid)
+        stored = storage.groups.get(group.id)
+        assert (stored.name, stored.description) == ("two  spaces ", "  line one\nline two\n")
+
+    def test_none_filters_are_ignored(self, storage):
+        self.user(storage)
+        assert storage.users.count(email=None) == 1
+        assert len(storage.users.list(email=None).items) == 1
+
+    # -- groups -----------------------------------------------------------------
+
+    def test_group_create_makes_the_owner_a_member(self, seeded):
+        owner = self.user(seeded)
+        before = datetime.now(timezone.utc)
+        group = self.group(seeded, owner)
+        self.assert_fresh_record(group, before)
+        assert (group.name, group.description) == ("engineers", "Builds things")
+        assert seeded.groups.get(group.id) == group and seeded.groups.get_by_uuid(group.uuid) == group
+        members = seeded.members.list(group_uuid=group.uuid).items
+        assert [(m.user_uuid, m.role) for m in members] == [(owner.uuid, "owner")]
+        assert seeded.members.role_of(owner.uuid, group.uuid) == "owner"
+
+    def test_group_description_may_be_empty(self, storage):
+        owner = self.user(storage)
+        group = storage.groups.create(name="quiet", description="", owner_uuid=owner.uuid)
+        assert storage.groups.get(group.id).description == ""
+
+    def test_group_name_unique_among_live_groups(self, storage):
+        owner = self.user(storage)
+        group = self.group(storage, owner)
+        with pytest.raises(Conflict) as caught:
+            self.group(storage, owner)
+        assert list(caught.value.fields) == ["name"]
+        storage.groups.delete(group.id)
+        again = self.group(storage, owner)
+        assert storage.groups.list(name="engineers").items == [again]
+
+    def test_group_names_differ_by_case(self, storage):
+        owner = self.user(storage)
+        self.group(storage, owner, "Admins")
+        self.group(storage, owner, "admins")
+        assert storage.groups.count() == 2
+
+    def test_concurrent_group_creation_of_one_name(self, storage):
+        owner = self.user(storage)
+        results = run_together(6, lambda i: self.group(storage, owner, "racers"))
+        assert len([r for r in results if isinstance(r, Group)]) == 1, results
+        assert all(list(r.fields) == ["name"] for r in results if not isinstance(r, Group)), results
+        assert storage.groups.count(name="racers") == 1
+
+    def test_group_update(self, storage):
+        owner = self.user(storage)
+        group = self.group(storage, owner)
+        other = self.group(storage, owner, "designers")
+        time.sleep(0.002)
+        updated = storage.groups.update(group.id, name="builders", description="")
+        assert (updated.name, updated.description) == ("builders", "")
+        assert updated.updated_at > group.updated_at
+        with pytest.raises(Conflict):
+            storage.groups.update(other.id, name="builders")
+        with pytest.raises(NotFound):
+            storage.groups.update(other.id + 1000, name="x")
+
+    def test_group_delete_ends_its_memberships(self, seeded):
+        owner = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, owner)
+        seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="member")
+        seeded.groups.delete(group.id)
+        assert seeded.groups.get(group.id) is None
+        assert seeded.members.count(group_uuid=group.uuid) == 0
+        assert seeded.members.role_of(bob.uuid, group.uuid) is None
+        assert seeded.members.count() == 0
+
+    # -- members ----------------------------------------------------------------
+
+    def test_member_create_and_read(self, seeded):
+        owner = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, owner)
+        before = datetime.now(timezone.utc)
+        member = seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="viewer")
+        self.assert_fresh_record(member, before)
+        assert (member.group_uuid, member.user_uuid, member.role) == (group.uuid, bob.uuid, "viewer")
+        assert seeded.members.get(member.id) == member
+        assert seeded.members.get_by_uuid(member.uuid) == member
+        assert seeded.members.role_of(bob.uuid, group.uuid) == "viewer"
+        assert seeded.members.list(user_uuid=bob.uuid).items == [member]
+        assert seeded.members.count(role="viewer") == 1
+        assert seeded.members.count(group_uuid=group.uuid) == 2
+        assert seeded.members.count(group_uuid=group.uuid, role="owner") == 1
+
+    def test_member_needs_live_group_user_and_role(self, seeded):
+        owner = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, owner)
+        gone = self.group(seeded, owner, "gone")
+        seeded.groups.delete(gone.id)
+        nobody = "00000000-0000-4000-8000-000000000000"
+        cases = [
+            ({"group_uuid": nobody, "user_uuid": bob.uuid, "role": "member"}, "group_uuid"),
+            ({"group_uuid": gone.uuid, "user_uuid": bob.uuid, "role": "member"}, "group_uuid"),
+            ({"group_uuid": group.uuid, "user_uuid": nobody, "role": "member"}, "user_uuid"),
+            ({"group_uuid": group.uuid, "user_uuid": bob.uuid, "role": "no-such-role"}, "role"),
+        ]
+        for arguments, field in cases:
+            with pytest.raises(Invalid) as caught:
+                seeded.members.create(**arguments)
+            assert not isinstance(caught.value, Conflict)
+            assert list(caught.value.fields) == [field], arguments
+        seeded.users.delete(bob.id)
+        with pytest.raises(Invalid) as caught:
+            seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="member")
+        assert list(caught.value.fields) == ["user_uuid"]
+
+    def test_one_live_membership_per_group_and_user(self, seeded):
+        owner = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, owner)
+        member = seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="member")
+        with pytest.raises(Conflict) as caught:
+            seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="viewer")
+        assert list(caught.value.fields) == ["user_uuid"]
+        seeded.members.delete(member.id)
+        assert seeded.members.role_of(bob.uuid, group.uuid) is None
+        again = seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="viewer")
+        assert seeded.members.role_of(bob.uuid, group.uuid) == "viewer"
+        assert seeded.members.list(user_uuid=bob.uuid).items == [again]
+
+    def test_concurrent_memberships_of_one_user(self, seeded):
+        owner = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, owner)
+        results = run_together(6, lambda i: seeded.members.create(
+            group_uuid=group.uuid, user_uuid=bob.uuid, role="member"))
+        assert len([r for r in results if isinstance(r, Member)]) == 1, results
+        assert all(isinstance(r, Conflict) for r in results if not isinstance(r, Member)), results
+        assert seeded.members.count(user_uuid=bob.uuid) == 1
+
+    def test_user_delete_ends_memberships_and_sessions(self, seeded):
+        owner = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, owner)
+        seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="member")
+        seeded.sessions.create(uuid="11111111-1111-4111-8111-111111111111", user_uuid=bob.uuid, refresh_jti="j1")
+        seeded.users.delete(bob.id)
+        assert seeded.members.count(user_uuid=bob.uuid) == 0
+        assert seeded.members.role_of(bob.uuid, group.uuid) is None
+        assert seeded.sessions.identity("11111111-1111-4111-8111-111111111111") is None
+        assert seeded.members.count(group_uuid=group.uuid) == 1
+
+    # -- roles ------------------------------------------------------------------
+
+    def test_sync_builtin_inserts_updates_and_retires(self, storage):
+        storage.roles.sync_builtin(BUILTIN)
+        roles = {r.name: r for r in storage.roles.list().items}
+        assert set(roles) == {"owner", "member", "viewer"}
+        assert all(r.builtin for r in roles.values())
+        assert roles["owner"].permissions == (Permission("groups", "write"), Permission("members", "write"))
+        storage.roles.sync_builtin(BUILTIN)  # idempotent
+        assert storage.roles.count() == 3
+        changed = (BuiltinRole("owner", "Runs a group", (Permission("groups", "write"),)), BUILTIN[1])
+        storage.roles.sync_builtin(changed)
+        roles = {r.name: r for r in storage.roles.list().items}
+        assert set(roles) == {"owner", "member"}
+        assert roles["owner"].description == "Runs a group"
+        assert roles["owner"].permissions == (Permission("groups", "write"),)
+        assert storage.roles.list(name="viewer").items == []
+
+    def test_custom_role_lifecycle(self, seeded):
+        revision = seeded.revision()
+        permissions = (Permission("reports", "read"), Permission("reports", "export"))
+        before = datetime.now(timezone.utc)
+        role = seeded.roles.create(name="auditor", description="Reads reports", permissions=permissions)
+        self.assert_fresh_record(role, before)
+        assert (role.name, role.description, role.permissions, role.builtin) == (
+            "auditor", "Reads reports", permissions, False)
+        assert seeded.roles.get(role.id) == role
+        assert seeded.revision() > revision
+        assert seeded.roles.custom_permissions() == {"auditor": permissions}
+        with pytest.raises(Conflict) as caught:
+            seeded.roles.create(name="auditor", description="", permissions=())
+        assert list(caught.value.fields) == ["name"]
+
+        revision = seeded.revision()
+        updated = seeded.roles.update(role.id, description="Audits", permissions=(Permission("*", "read"),))
+        assert updated.permissions == (Permission("*", "read"),) and updated.description == "Audits"
+        assert seeded.revision() > revision
+        assert seeded.roles.custom_permissions() == {"auditor": (Permission("*", "read"),)}
+
+        revision = seeded.revision()
+        seeded.roles.delete(role.id)
+        assert seeded.revision() > revision
+        assert seeded.roles.custom_permissions() == {}
+        assert seeded.roles.create(name="auditor", description="", permissions=()).name == "auditor"
+
+    def test_role_permissions_keep_their_order(self, storage):
+        permissions = (Permission("b", "write"), Permission("a", "read"), Permission("b", "read"))
+        role = storage.roles.create(name="mixer", description="", permissions=iter(permissions))
+        assert role.permissions == permissions
+        assert storage.roles.get(role.id).permissions == permissions
+        assert storage.roles.list(name="mixer").items == [role]
+
+    def test_builtin_roles_cannot_change(self, seeded):
+        owner = seeded.roles.list(name="owner").items[0]
+        for call in (lambda: seeded.roles.update(owner.id, description="mine"),
+                     lambda: seeded.roles.delete(owner.id)):
+            with pytest.raises(Invalid) as caught:
+                call()
+            assert not isinstance(caught.value, Conflict)
+        assert seeded.roles.get(owner.id) == owner
+
+    def test_role_held_by_a_live_membership(self, seeded):
+        ada = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, ada)
+        role = seeded.roles.create(name="auditor", description="", permissions=())
+        member = seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="auditor")
+        with pytest.raises(Invalid):
+            seeded.roles.delete(role.id)
+        with pytest.raises(Invalid):
+            seeded.roles.update(role.id, name="inspector")
+        assert seeded.roles.update(role.id, description="still held").description == "still held"
+        seeded.members.delete(member.id)
+        assert seeded.roles.update(role.id, name="inspector").name == "inspector"
+        seeded.roles.delete(role.id)
+        assert seeded.roles.get(role.id) is None
+
+    # -- sessions ---------------------------------------------------------------
+
+    SESSION = "22222222-2222-4222-8222-222222222222"
+
+    def test_session_identity_and_revoke(self, storage):
+        user = self.user(storage)
+        session = storage.sessions.create(uuid=self.SESSION, user_uuid=user.uuid, refresh_jti="jti-1")
+        assert (session.uuid, session.user_uuid, session.refresh_jti, session.revoked_at) == (
+            self.SESSION, user.uuid, "jti-1", None)
+        found, owner = storage.sessions.identity(self.SESSION)
+        assert found.uuid == self.SESSION and owner == user
+        assert storage.sessions.identity("33333333-3333-4333-8333-333333333333") is None
+        assert storage.sessions.revoke(self.SESSION) is True
+        assert storage.sessions.revoke(self.SESSION) is False
+        assert storage.sessions.identity(self.SESSION) is None
+
+    def test_session_rotation_is_single_use(self, storage):
+        user = self.user(storage)
+        storage.sessions.create(uuid=self.SESSION, user_uuid=user.uuid, refresh_jti="jti-1")
+        assert storage.sessions.rotate(self.SESSION, "jti-1", "jti-2") is True
+        assert storage.sessions.identity(self.SESSION)[0].refresh_jti == "jti-2"
+        # The old token again: refused, and the whole session is revoked.
+        assert storage.sessions.rotate(self.SESSION, "jti-1", "jti-3") is False
+        assert storage.sessions.identity(self.SESSION) is None
+        assert storage.sessions.rotate(self.SESSION, "jti-2", "jti-4") is False
+
+    def test_concurrent_rotations_let_one_through(self, storage):
+        user = self.user(storage)
+        storage.sessions.create(uuid=self.SESSION, user_uuid=user.uuid, refresh_jti="jti-1")
+        results = run_together(6, lambda i: storage.sessions.rotate(self.SESSION, "jti-1", f"next-{i}"))
+        assert results.count(True) == 1, results
+        assert all(r in (True, False) for r in results), results
+
+    # -- login throttle ---------------------------------------------------------
+
+    def test_throttle_counts_within_the_window(self, storage):
+        key = "ada@example.com"
+        assert [storage.throttle.hit(key, limit=3, window=60) for _ in range(3)] == [None] * 3
+        wait = storage.throttle.hit(key, limit=3, window=60)
+        assert isinstance(wait, int) and 1 <= wait <= 61
+        assert storage.throttle.hit("bob@example.com", limit=3, window=60) is None
+        storage.throttle.reset(key)
+        assert storage.throttle.hit(key, limit=3, window=60) is None
+        storage.throttle.reset("never-seen@example.com")
+
+    def test_throttle_window_expires(self, storage):
+        key = "ada@example.com"
+        assert storage.throttle.hit(key, limit=1, window=1) is None
+        assert storage.throttle.hit(key, limit=1, window=1) is not None
+        time.sleep(1.1)
+        assert storage.throttle.hit(key, limit=1, window=1) is None
+
+    def test_throttle_is_atomic(self, storage):
+        results = run_together(8, lambda i: storage.throttle.hit("race@example.com", limit=5, window=60))
+        assert results.count(None) == 5, results
+        assert all(isinstance(r, int) for r in results if r is not None), results
+
+    # -- grants -----------------------------------------------------------------
+
+    def test_grants(self, storage):
+        user = self.user(storage)
+        assert storage.grants.roles_of(user.uuid) == frozenset()
+        revision = storage.revision()
+        assert storage.grants.grant(user.uuid, "admin") is True
+        assert storage.revision() > revision
+        assert storage.grants.grant(user.uuid, "admin") is False
+        assert storage.grants.roles_of(user.uuid) == frozenset({"admin"})
+        revision = storage.revision()
+        assert storage.grants.revoke(user.uuid, "admin") is True
+        assert storage.revision() > revision
+        assert storage.grants.revoke(user.uuid, "admin") is False
+        assert storage.grants.roles_of(user.uuid) == frozenset()
+
+    def test_concurrent_grants(self, storage):
+        user = self.user(storage)
+        results = run_together(6, lambda i: storage.grants.grant(user.uuid, "admin"))
+        assert results.count(True) == 1 and results.count(False) == 5, results

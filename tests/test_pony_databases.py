@@ -1,0 +1,306 @@
+"""The Pony storage on real engines: schema creation and versions, 64-bit ids, MariaDB
+collations, races between worker processes, and a database that goes away.
+
+Runs on SQLite always and on PostgreSQL and MariaDB/MySQL when ``backends.py`` finds
+them; every test gets an empty database.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from locky.app import create_app
+from locky.settings import SettingsError
+from locky.testing import ADMIN_EMAIL, PASSWORD, LockyClient, make_settings
+from locky.testing.databases import connect, engine
+from locky_pony import PonyStorage
+from locky_pony.entities import SCHEMA_VERSION
+
+from proxy import TcpProxy
+
+DRIVER_WORDS = ("psycopg", "pymysql", "sqlite", "operationalerror", "interfaceerror", "pony",
+                "traceback", "connection refused", "server closed", "lost connection")
+
+
+def raw(url: str, sql: str, *params) -> list[tuple]:
+    """Run one statement on the database of ``url`` with the plain driver."""
+    if engine(url) == "sqlite":
+        connection = sqlite3.connect(urlsplit(url).path)
+        try:
+            rows = connection.execute(sql.replace("%s", "?"), params).fetchall()
+            connection.commit()
+            return rows
+        finally:
+            connection.close()
+    connection = connect(url)
+    try:
+        cursor = connection.cursor()
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description else []
+    finally:
+        connection.close()
+
+
+def meta_key(url: str) -> str:
+    return "`key`" if engine(url) == "mysql" else '"key"'
+
+
+def app_for(url: str):
+    return create_app(make_settings(url, log_requests=False))
+
+
+# ---------------------------------------------------------------------------
+# Schema
+# ---------------------------------------------------------------------------
+
+
+def test_schema_creation_is_idempotent(database_url):
+    app = app_for(database_url)
+    client = LockyClient(app)
+    user = client.register("ada@example.com")
+    app.close()
+    again = app_for(database_url)  # tables exist now: nothing to create, nothing lost
+    try:
+        assert again.context.storage.users.get(user["id"]).email == "ada@example.com"
+        rows = raw(database_url, f"SELECT number FROM locky_meta WHERE {meta_key(database_url)} = 'schema_version'")
+        assert rows == [(SCHEMA_VERSION,)]
+    finally:
+        again.close()
+
+
+def _child(queue, index, target, barrier, args) -> None:
+    try:
+        queue.put((index, target(barrier, *args)))
+    except BaseException as exc:  # reported to the parent
+        queue.put((index, exc if _picklable(exc) else RuntimeError(repr(exc))))
+
+
+def _picklable(value) -> bool:
+    import pickle
+
+    try:
+        pickle.dumps(value)
+        return True
+    except Exception:
+        return False
+
+
+def in_processes(target, calls: list[tuple], timeout: float = 120) -> list:
+    """``target(barrier, *args)`` for each ``args`` of ``calls``, each in its own process,
+    released together by ``barrier``; the results in order."""
+    context = multiprocessing.get_context("spawn")
+    barrier, queue = context.Barrier(len(calls)), context.Queue()
+    processes = [context.Process(target=_child, args=(queue, i, target, barrier, args))
+                 for i, args in enumerate(calls)]
+    for process in processes:
+        process.start()
+    try:
+        results = dict(queue.get(timeout=timeout) for _ in processes)
+    finally:
+        for process in processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+    return [results[i] for i in range(len(calls))]
+
+
+def _open_and_count(barrier, url: str) -> int:
+    barrier.wait(timeout=60)
+    storage = PonyStorage(make_settings(url))
+    try:
+        return storage.roles.count()
+    finally:
+        storage.close()
+
+
+def test_concurrent_first_starts_create_the_schema_once(database_url):
+    results = in_processes(_open_and_count, [(database_url,)] * 3)
+    assert results == [0, 0, 0]
+    assert raw(database_url, "SELECT COUNT(*) FROM locky_meta") == [(2,)]
+
+
+@pytest.mark.parametrize("stored, message", [
+    (SCHEMA_VERSION + 1, "newer than this Locky understands"),
+    (SCHEMA_VERSION - 1, "has no migration"),
+])
+def test_other_schema_versions_stop_startup(database_url, stored, message):
+    app_for(database_url).close()
+    raw(database_url, f"UPDATE locky_meta SET number = %s WHERE {meta_key(database_url)} = 'schema_version'", stored)
+    with pytest.raises(SettingsError, match=message) as caught:
+        app_for(database_url)
+    assert f"version {stored}" in str(caught.value)
+
+
+def test_ids_are_64_bit(database_url):
+    app_for(database_url).close()
+    start = 2**40
+    kind = engine(database_url)
+    if kind == "postgres":
+        raw(database_url, "SELECT setval('locky_users_id_seq', %s)", start)
+    elif kind == "mysql":
+        raw(database_url, f"ALTER TABLE locky_users AUTO_INCREMENT = {start + 1}")
+    else:
+        raw(database_url, "INSERT INTO sqlite_sequence (name, seq) VALUES ('locky_users', %s)", start)
+    app = app_for(database_url)
+    try:
+        client = LockyClient(app)
+        admin = client.account(ADMIN_EMAIL)
+        assert admin.id == start + 1
+        listed = client.simulate_get("/v1/internal/users", params={"after_id": start}, headers=admin.headers)
+        assert [u["id"] for u in listed.json["users"]] == [start + 1]
+        assert client.simulate_get(f"/v1/internal/users/{start + 1}", headers=admin.headers).status_code == 200
+    finally:
+        app.close()
+
+
+@pytest.mark.backend
+def test_mysql_tables_are_utf8mb4_and_binary(mysql_database):
+    mysql_database.wipe()
+    url = mysql_database.url
+    app_for(url).close()
+    rows = raw(url, "SELECT table_name, table_collation FROM information_schema.tables"
+                    " WHERE table_schema = DATABASE() AND table_name LIKE 'locky%%'")
+    assert len(rows) == 8
+    assert {collation for _, collation in rows} == {"utf8mb4_nopad_bin"}
+    columns = raw(url, "SELECT DISTINCT character_set_name FROM information_schema.columns"
+                       " WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL")
+    assert columns == [("utf8mb4",)]
+
+
+@pytest.mark.backend
+def test_mysql_tables_with_a_case_insensitive_collation_are_refused(mysql_database):
+    mysql_database.wipe()
+    url = mysql_database.url
+    app_for(url).close()
+    raw(url, "ALTER TABLE locky_groups CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci")
+    try:
+        with pytest.raises(SettingsError, match="locky_groups uses collation utf8mb4_general_ci"):
+            app_for(url)
+    finally:
+        raw(url, "ALTER TABLE locky_groups CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin")
+
+
+# ---------------------------------------------------------------------------
+# Races between worker processes
+# ---------------------------------------------------------------------------
+
+
+def _register(barrier, url: str, email: str) -> tuple[int, dict]:
+    app = app_for(url)
+    try:
+        client = LockyClient(app)
+        barrier.wait(timeout=60)
+        result = client.simulate_post("/v1/public/users/register",
+                                      json={"name": "Racer", "email": email, "password": PASSWORD})
+        return result.status_code, result.json
+    finally:
+        app.close()
+
+
+def test_one_email_registered_by_several_processes(database_url):
+    emails = ["race@example.com", "RACE@example.com", "race@EXAMPLE.com", " race@example.com", "Race@Example.Com"]
+    results = in_processes(_register, [(database_url, email) for email in emails])
+    statuses = sorted(status for status, _ in results)
+    assert statuses == [201, 400, 400, 400, 400], results
+    assert all(body == {"email": "Already registered."} for status, body in results if status == 400)
+    assert raw(database_url, "SELECT COUNT(*) FROM locky_users") == [(1,)]
+
+
+# ---------------------------------------------------------------------------
+# Lost connections
+# ---------------------------------------------------------------------------
+
+
+def _kill_other_connections(url: str) -> int:
+    """End every other session on the database of ``url``; how many were ended."""
+    name = urlsplit(url).path.strip("/")
+    if engine(url) == "postgres":
+        rows = raw(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = %s AND pid <> pg_backend_pid()", name)
+        return len(rows)
+    connection = connect(url)
+    try:
+        cursor = connection.cursor()
+        cursor.execute("SELECT id FROM information_schema.processlist WHERE db = %s AND id <> CONNECTION_ID()",
+                       (name,))
+        ids = [row[0] for row in cursor.fetchall()]
+        for session in ids:
+            cursor.execute(f"KILL CONNECTION {int(session)}")
+        return len(ids)
+    finally:
+        connection.close()
+
+
+def test_connections_ended_by_the_server_are_reopened(server_url):
+    app = app_for(server_url)
+    try:
+        client = LockyClient(app)
+        admin = client.account(ADMIN_EMAIL)
+        for attempt in range(3):
+            assert _kill_other_connections(server_url) >= 1
+            me = client.simulate_get("/v1/internal/users/me", headers=admin.headers)
+            assert me.status_code == 200, me.text
+            assert _kill_other_connections(server_url) >= 1
+            created = client.simulate_post("/v1/private/groups", json={"name": f"g{attempt}"}, headers=admin.headers)
+            assert created.status_code == 201, created.text
+    finally:
+        app.close()
+
+
+def assert_standard_503(result) -> None:
+    assert result.status_code == 503, result.text
+    assert result.json == {"title": "503 Service Unavailable", "description": "Storage is not answering."}
+    lowered = result.text.lower()
+    assert not any(word in lowered for word in DRIVER_WORDS), result.text
+
+
+@pytest.fixture
+def proxy(server_url):
+    parts = urlsplit(server_url)
+    with TcpProxy(parts.hostname, parts.port or (5432 if engine(server_url) == "postgres" else 3306)) as proxy:
+        netloc = parts.netloc.rsplit("@", 1)
+        userinfo = netloc[0] + "@" if len(netloc) == 2 else ""
+        proxy.url = parts._replace(netloc=f"{userinfo}127.0.0.1:{proxy.port}").geturl()
+        yield proxy
+
+
+def test_a_database_that_goes_away_gives_503_then_recovers(proxy):
+    app = app_for(proxy.url)
+    try:
+        client = LockyClient(app)
+        admin = client.account(ADMIN_EMAIL)
+        proxy.stop()
+        assert_standard_503(client.simulate_get("/v1/internal/users", headers=admin.headers))
+        assert_standard_503(client.simulate_post("/v1/public/users/register",
+                                                 json={"name": "B", "email": "b@example.com", "password": PASSWORD}))
+        assert_standard_503(client.simulate_post("/v1/public/users/login",
+                                                 json={"email": ADMIN_EMAIL, "password": PASSWORD}))
+        health = client.simulate_get("/v1/public/health")
+        assert (health.status_code, health.json) == (503, {"status": "unavailable"})
+
+        proxy.start()
+        assert client.simulate_get("/v1/public/health").json == {"status": "ok"}
+        listed = client.simulate_get("/v1/internal/users", headers=admin.headers)
+        assert listed.status_code == 200 and [u["email"] for u in listed.json["users"]] == [ADMIN_EMAIL]
+    finally:
+        app.close()
+
+
+def test_an_unreachable_database_stops_startup(server_url):
+    parts = urlsplit(server_url)
+    with TcpProxy(parts.hostname, parts.port or 5432) as closed:
+        closed.stop()
+        url = parts._replace(netloc=f"{parts.username}@127.0.0.1:{closed.port}").geturl()
+        with pytest.raises(SettingsError, match="cannot connect to the database"):
+            app_for(url)
+
+
+def test_sqlite_directory_is_created(tmp_path):
+    path = tmp_path / "nested" / "dir" / "locky.sqlite"
+    app_for(f"sqlite:///{path}").close()
+    assert Path(path).exists()
