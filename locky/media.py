@@ -7,6 +7,7 @@ A body must be ``application/json`` (else 415), at most ``max_body_bytes`` (else
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import falcon
@@ -24,19 +25,54 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+#: Text no database stores faithfully: NUL (PostgreSQL refuses it in text) and unpaired
+#: surrogates (JSON escapes such as \ud800, which have no UTF-8 encoding).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+UNSTORABLE_TEXT = "Must not contain NUL characters or unpaired surrogates."
+
+
+def _unstorable(value: Any) -> bool:
+    """Whether any string in ``value`` holds unstorable text; a loop, not recursion, so
+    nesting as deep as the JSON parser allows cannot exhaust the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if UNSTORABLE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _reject_constant(name: str):
     raise ValueError(f"{name} is not valid JSON.")
+
+
+def _stream(req: falcon.Request):
+    """The body stream. ``bounded_stream`` stops at Content-Length, which a chunked
+    request has none of, so its body would read as empty; gunicorn de-chunks
+    ``req.stream`` itself and ends it where the body ends."""
+    if req.content_length is None and "chunked" in (req.get_header("Transfer-Encoding") or "").lower():
+        return req.stream
+    return req.bounded_stream
 
 
 def read_json(req: falcon.Request, max_bytes: int) -> dict[str, Any]:
     """The request body as a dict, or the contract's 400/413/415."""
     media_type = (req.content_type or "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
+        # 415 is for a body of another type; no body at all is a missing JSON object.
+        if not _stream(req).read(1):
+            raise Invalid.one("body", "A JSON object is required.")
         raise falcon.HTTPUnsupportedMediaType(description="Send the body as application/json.")
     length = req.content_length
     if length is not None and length > max_bytes:
         raise falcon.HTTPContentTooLarge(description=f"The body is larger than {max_bytes} bytes.")
-    raw = req.bounded_stream.read(max_bytes + 1)
+    raw = _stream(req).read(max_bytes + 1)
     if len(raw) > max_bytes:
         raise falcon.HTTPContentTooLarge(description=f"The body is larger than {max_bytes} bytes.")
     if not raw.strip():
@@ -53,6 +89,9 @@ def read_json(req: falcon.Request, max_bytes: int) -> dict[str, Any]:
         raise Invalid.one("body", message) from None
     if not isinstance(data, dict):
         raise Invalid.one("body", "The body must be a JSON object.")
+    for key, value in data.items():
+        if _unstorable(key) or _unstorable(value):
+            raise Invalid.one("body" if _unstorable(key) else key, UNSTORABLE_TEXT)
     return data
 
 
@@ -80,5 +119,7 @@ def load_query(schema: Schema, req: falcon.Request) -> dict[str, Any]:
     for key, value in req.params.items():
         if isinstance(value, list):
             raise Invalid.one(key, "Give this parameter once.")
+        if _unstorable(key) or _unstorable(value):
+            raise Invalid.one("query" if _unstorable(key) else key, UNSTORABLE_TEXT)
         params[key] = value
     return load(schema, params)

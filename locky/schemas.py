@@ -66,6 +66,23 @@ def uuid4(value: str) -> None:
         raise ValidationError("Not a valid UUID.")
 
 
+class Pattern(validate.Regexp):
+    """``validate.Regexp`` whose ``$`` is the true end: ``re.match`` lets ``$`` match
+    before a final newline, which would let ``"admin\n"`` through a name pattern."""
+
+    def __call__(self, value):
+        if isinstance(value, str) and value.endswith("\n"):
+            raise ValidationError(self._format_error(value))
+        return super().__call__(value)
+
+
+def not_uuid(value: str) -> None:
+    # A user's uuid is a policy subject of its own (``g, <uuid>, admin``): a role of
+    # that name would grant the user its permissions everywhere, not within a group.
+    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", value):
+        raise ValidationError("Must not have the shape of a UUID.")
+
+
 # ---------------------------------------------------------------------------
 # Requests
 # ---------------------------------------------------------------------------
@@ -85,10 +102,13 @@ class RequestSchema(Schema):
 
 
 class Email(fields.String):
-    """An email address, trimmed and lowercased before it is checked."""
+    """An email address, trimmed and lowercased before it is checked; ASCII only, checked
+    before lowercasing, which maps look-alikes such as the Kelvin sign onto ASCII."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         value = super()._deserialize(value, attr, data, **kwargs)
+        if not value.isascii():
+            raise ValidationError("Not a valid email address.")
         return value.strip().lower()
 
 
@@ -128,25 +148,25 @@ class GroupUpdateSchema(GroupRequestSchema):
 class MemberRequestSchema(RequestSchema):
     group_uuid = fields.String(required=True, validate=uuid4, **d("The live group to join."))
     user_uuid = fields.String(required=True, validate=uuid4, **d("The live user who joins."))
-    role = fields.String(load_default="member", validate=validate.Regexp(ROLE_NAME, error="Not a valid role name."), **d("Name of an existing role; default member."))
+    role = fields.String(load_default="member", validate=Pattern(ROLE_NAME, error="Not a valid role name."), **d("Name of an existing role; default member."))
 
 
 class PermissionSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    resource = fields.String(required=True, validate=validate.Regexp(PERMISSION_PART, error="Not a valid resource."), **d("users, groups, members, roles, or any string of a client application."))
-    action = fields.String(required=True, validate=validate.Regexp(PERMISSION_PART, error="Not a valid action."), **d("read, write, or any string of a client application."))
+    resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("users, groups, members, roles, or any string of a client application."))
+    action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("read, write, or any string of a client application."))
 
 
 class RoleRequestSchema(RequestSchema):
-    name = fields.String(required=True, validate=validate.Regexp(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), **d("Role name, unique among live roles."))
+    name = fields.String(required=True, validate=[Pattern(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), not_uuid], **d("Role name, unique among live roles; not shaped like a UUID."))
     description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
     permissions = fields.List(fields.Nested(PermissionSchema), load_default=list, validate=validate.Length(0, 256), **d("What the role allows within the groups where it is held."))
 
 
 class RoleUpdateSchema(RoleRequestSchema):
-    name = fields.String(validate=validate.Regexp(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), **d("Role name, unique among live roles."))
+    name = fields.String(validate=[Pattern(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), not_uuid], **d("Role name, unique among live roles; not shaped like a UUID."))
     description = fields.String(validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
     permissions = fields.List(fields.Nested(PermissionSchema), validate=validate.Length(0, 256), **d("Replaces the role's permissions."))
 
@@ -243,7 +263,7 @@ class ListQuerySchema(Schema):
 
 
 class UserFilterSchema(ListQuerySchema):
-    email = Email(**d("Exact email."))
+    email = Email(validate=validate.Length(1, 254), **d("Exact email."))
 
 
 class GroupFilterSchema(ListQuerySchema):
@@ -265,6 +285,6 @@ class AuthzQuerySchema(Schema):
         unknown = RAISE
 
     user_uuid = fields.String(required=True, validate=uuid4, **d("The user to decide for."))
-    resource = fields.String(required=True, validate=validate.Regexp(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
-    action = fields.String(required=True, validate=validate.Regexp(PERMISSION_PART, error="Not a valid action."), **d("The action."))
+    resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
+    action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("The action."))
     group_uuid = fields.String(validate=uuid4, **d("The group whose membership roles apply."))

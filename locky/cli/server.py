@@ -44,6 +44,10 @@ def serve(settings: Settings) -> None:
             self.cfg.set("worker_class", "sync")
             self.cfg.set("accesslog", None)
             self.cfg.set("graceful_timeout", 10)
+            # gunicorn's 8190-byte default would answer an oversized Authorization header
+            # with its own HTML 431; this lets it reach the app, which answers the
+            # contract's 401 (tokens over 4 KiB are refused there).
+            self.cfg.set("limit_request_field_size", 16384)
             self.cfg.set("proc_name", "locky")
             if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 24: no shared ~/.gunicorn socket
                 self.cfg.set("control_socket_disable", True)

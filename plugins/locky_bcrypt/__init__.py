@@ -17,6 +17,8 @@ class BcryptHasher:
         return bcrypt.hashpw(password.encode(), bcrypt.gensalt(self.rounds)).decode()
 
     def verify(self, password: str, hashed: str) -> bool:
+        if len(password.encode()) > 72:  # bcrypt < 5 would silently truncate and match
+            return False
         try:
             return bcrypt.checkpw(password.encode(), hashed.encode())
         except ValueError:  # not a bcrypt hash, or a password over 72 bytes

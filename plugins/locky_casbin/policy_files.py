@@ -13,8 +13,11 @@ import casbin
 from locky.settings import SettingsError
 
 ROLE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+#: A user uuid in a ``g``/``p`` line is a subject, not a role (roles cannot take this shape).
+USER_UUID = re.compile(r"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$")
 DESCRIPTION = re.compile(r"^#\s*role\s+([a-z][a-z0-9_-]{0,63})\s*:\s*(.+)$")
 ARITY = {"p": 5, "g": 3, "g2": 3}
+TRIAL_SUBJECTS = 32
 
 
 @dataclass
@@ -70,7 +73,38 @@ def load(configured: str | None) -> PolicyFiles:
                 f"{policy_path}:{number}: a {kind} line has {ARITY[kind] - 1} non-empty values, got {row[1:]}"
             )
         files.rows.append(row)
+    _trial(files, directory)
     return files
+
+
+def _trial(files: PolicyFiles, directory: Path) -> None:
+    """Decide a few requests with both files loaded, so that what Casbin only notices
+    when it enforces (a matcher that does not compile or names something unknown, an
+    unsupported effect, request or policy definitions not shaped ``sub, dom, obj,
+    act``, a ``g2`` line without a ``g2`` definition) stops startup instead of failing
+    every request."""
+    try:
+        model = casbin.Model()
+        model.load_model_from_text(files.model_text)
+        enforcer = casbin.Enforcer(model)
+        # One p line of each of the first subjects (bounded, so a long file does not
+        # slow startup), and every g/g2 line.
+        first_lines: dict[str, list[str]] = {}
+        for row in files.rows:
+            if row[0] == "p" and len(first_lines) < TRIAL_SUBJECTS:
+                first_lines.setdefault(row[1], row)
+        firsts = list(first_lines.values())
+        for row in firsts + [row for row in files.rows if row[0] != "p"]:
+            enforcer.model.add_policy(row[0][0], row[0], row[1:])
+        enforcer.build_role_links()
+        enforcer.enforce("user", "*", "users", "read")
+        for row in firsts:  # one request each of these lines matches
+            enforcer.enforce(*row[1:])
+    except Exception as exc:
+        raise SettingsError(
+            f"policy files in {directory} do not work with Locky's requests (sub, dom, obj, act):"
+            f" {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _read(path: Path) -> str:
