@@ -7,7 +7,9 @@ import re
 from typing import Any, Iterable
 
 import falcon
+import falcon.media
 import falcon.routing
+import orjson
 
 from locky import errors, spec
 from locky.context import Context
@@ -70,6 +72,10 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) ->
     for extra in pm.hook.locky_middleware(context=context):
         middleware.extend(extra or ())
     app = LockyApp(middleware=middleware)
+    # orjson renders response bodies ~10x faster than the json module.
+    app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(
+        dumps=orjson.dumps, loads=orjson.loads
+    )
     app.req_options.strip_url_path_trailing_slash = True
     app.router_options.converters["id"] = IdConverter
     errors.install(app)
@@ -77,7 +83,11 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) ->
     for route in routes + swagger.routes(document):
         app.add_route(route.path, route.resource, **({"suffix": route.suffix} if route.suffix else {}))
     app.context, app.routes, app.swagger = context, routes, document
-    pm.hook.locky_startup(context=context)
+    try:
+        pm.hook.locky_startup(context=context)
+    except BaseException:
+        context.close()  # a plugin that cannot start stops startup without leaking storage
+        raise
     return app
 
 

@@ -13,6 +13,8 @@ from locky.providers import Claims, IssuedToken
 
 REQUIRED_CLAIMS = ["sub", "sid", "iat", "nbf", "exp", "jti", "iss", "aud", "typ"]
 MAX_TOKEN_LENGTH = 4096
+LEEWAY = 5  # seconds of clock skew allowed on exp/nbf/iat
+VERIFIED_CACHE_SIZE = 4096  # tokens remembered as verified, per process
 
 
 class JWTBackend:
@@ -27,6 +29,7 @@ class JWTBackend:
         self.ttl = {"access": settings.access_ttl, "refresh": settings.refresh_ttl}
         if not self.secret:
             raise RuntimeError("the jwt token backend needs a secret")
+        self._verified: dict[tuple[str, str], Claims] = {}
 
     def issue(self, *, user_uuid: str, session_uuid: str, kind: str) -> IssuedToken:
         now = int(time.time())
@@ -48,6 +51,22 @@ class JWTBackend:
     def verify(self, token: str, *, kind: str) -> Claims:
         if not token or len(token) > MAX_TOKEN_LENGTH:
             raise Unauthorized("The token is malformed.")
+        # A token's signature and claims never change: a token verified once is known
+        # good until it expires (checked on every use). Revocation is storage's
+        # business (the session check), not the token's.
+        cached = self._verified.get((token, kind))
+        if cached is not None:
+            if time.time() >= cached.expires_at + LEEWAY:  # as PyJWT: exp <= now - leeway
+                self._verified.pop((token, kind), None)
+                raise Unauthorized("The token has expired.")
+            return cached
+        claims = self._verify(token, kind)
+        if len(self._verified) >= VERIFIED_CACHE_SIZE:
+            self._verified.clear()
+        self._verified[(token, kind)] = claims
+        return claims
+
+    def _verify(self, token: str, kind: str) -> Claims:
         try:
             claims = jwt.decode(
                 token,
@@ -56,7 +75,7 @@ class JWTBackend:
                 audience=self.audience,
                 issuer=self.issuer,
                 options={"require": REQUIRED_CLAIMS, "verify_signature": True},
-                leeway=5,
+                leeway=LEEWAY,
             )
         except jwt.ExpiredSignatureError:
             raise Unauthorized("The token has expired.") from None

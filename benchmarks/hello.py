@@ -1,0 +1,49 @@
+"""The reference point: a bare Falcon "hello" app, served exactly like ``locky serve``
+(gunicorn, sync workers, no access log), so that ratios compare Locky with the cost
+of the server and the framework alone."""
+
+from __future__ import annotations
+
+import sys
+
+import falcon
+
+
+class Hello:
+    def on_get(self, req, resp):
+        resp.media = {"hello": "world"}
+
+
+def make_app() -> falcon.App:
+    app = falcon.App()
+    app.add_route("/hello", Hello())
+    return app
+
+
+app = make_app()
+
+
+def main(argv: list[str]) -> None:
+    """``python -m benchmarks.hello HOST PORT WORKERS``: serve it as ``locky serve`` would."""
+    from gunicorn.app.base import BaseApplication
+
+    host, port, workers = argv[0], int(argv[1]), int(argv[2])
+
+    class HelloServer(BaseApplication):
+        def load_config(self):
+            self.cfg.set("bind", [f"{host}:{port}"])
+            self.cfg.set("workers", workers)
+            self.cfg.set("worker_class", "sync")
+            self.cfg.set("accesslog", None)
+            self.cfg.set("graceful_timeout", 10)
+            if "control_socket_disable" in self.cfg.settings:
+                self.cfg.set("control_socket_disable", True)
+
+        def load(self):
+            return make_app()
+
+    HelloServer().run()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,114 @@
+"""Driving a server with ``wrk`` (a separate C process) and reading its report."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60000.0}
+
+
+@dataclass
+class Result:
+    name: str
+    requests: int
+    seconds: float
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    errors: int  # non-2xx/3xx responses plus socket errors (timeouts, resets)
+
+    def row(self) -> str:
+        return f"{self.name:<44} {self.rps:>9.1f} {self.p50_ms:>8.2f} {self.p99_ms:>8.2f} {self.errors:>7}"
+
+
+def need_wrk() -> str:
+    path = shutil.which("wrk")
+    if path is None:
+        raise SystemExit("wrk is not installed: apt-get install -y wrk")
+    return path
+
+
+def _lua_list(values) -> str:
+    return "{" + ",".join(json.dumps(v) for v in values) + "}"
+
+
+def get_script(paths: list[str], tokens: list[str]) -> str:
+    """Requests cycling through ``paths`` and bearer ``tokens`` (each wrk thread on its own)."""
+    return f"""
+local paths = {_lua_list(paths)}
+local tokens = {_lua_list(tokens)}
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format("GET", paths[(i % #paths) + 1],
+    {{["Authorization"] = "Bearer " .. tokens[(i * 7 % #tokens) + 1]}})
+end
+"""
+
+
+def post_script(path: str, bodies: list[dict]) -> str:
+    return f"""
+local bodies = {_lua_list([json.dumps(b) for b in bodies])}
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format("POST", "{path}", {{["Content-Type"] = "application/json"}}, bodies[(i % #bodies) + 1])
+end
+"""
+
+
+def plain_script(path: str) -> str:
+    return f'request = function() return wrk.format("GET", "{path}") end\n'
+
+
+def run(name: str, url: str, script: str, *, connections: int = 32, threads: int = 2, seconds: float = 10,
+        timeout: float = 10) -> Result:
+    """One wrk run; bounded by ``seconds``."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(script)
+        lua = f.name
+    try:
+        out = subprocess.run(
+            [need_wrk(), f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s",
+             f"--timeout={int(timeout)}s", "--latency", "-s", lua, url],
+            capture_output=True, text=True, timeout=seconds + timeout + 30,
+        )
+    finally:
+        Path(lua).unlink(missing_ok=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"wrk failed ({out.returncode}): {out.stderr}\n{out.stdout}")
+    return parse(name, out.stdout)
+
+
+def _ms(text: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text.strip())
+    if not m:
+        raise ValueError(f"unreadable wrk latency {text!r}")
+    return float(m.group(1)) * UNITS[m.group(2)]
+
+
+def parse(name: str, text: str) -> Result:
+    requests = re.search(r"(\d+) requests in ([\d.]+)(ms|s|m)", text)
+    if not requests:
+        raise RuntimeError(f"unreadable wrk output:\n{text}")
+    count = int(requests.group(1))
+    seconds = _ms(requests.group(2) + requests.group(3)) / 1000
+    p50 = re.search(r"^\s+50%\s+(\S+)", text, re.M)
+    p99 = re.search(r"^\s+99%\s+(\S+)", text, re.M)
+    errors = 0
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    if m:
+        errors += int(m.group(1))
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    if m:
+        # gunicorn's sync workers close every connection after the response; wrk counts
+        # some of those closes as read errors, which are not failed requests.
+        errors += int(m.group(1)) + int(m.group(3)) + int(m.group(4))
+    return Result(name, count, seconds, count / seconds if seconds else 0.0,
+                  _ms(p50.group(1)) if p50 else float("nan"), _ms(p99.group(1)) if p99 else float("nan"), errors)

@@ -1,0 +1,183 @@
+"""The performance shortcuts never change an answer, and no cache outlives a revocation.
+
+- the plain-SQL reads of the Pony backend (``locky_pony.fast``) return exactly the
+  records its entity layer returns;
+- the compiled dumpers (``locky.dump``) give exactly ``Schema.dump``'s output;
+- the JWT backend's verified-token cache still rejects an expired token;
+- against a real two-worker server: a logout, a deleted user, a removed membership and
+  a deleted custom role take effect on the very next request, whichever worker serves it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from locky import schemas
+from locky.dump import dumper
+from locky.errors import Unauthorized
+from locky.records import Permission, Role, User
+from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET
+
+# -- plain-SQL reads ----------------------------------------------------------------
+
+
+@pytest.fixture
+def populated(locky_app):
+    storage = locky_app.context.storage
+    users = [storage.users.create(name=f"user ü {i}", email=f"U{i}@Example.com", password_hash="h") for i in range(6)]
+    role = storage.roles.create(name="auditor", description="reads", permissions=[Permission("audit", "read")])
+    groups = [storage.groups.create(name=f"g{i}", description="d" * i, owner_uuid=users[i].uuid) for i in range(3)]
+    storage.members.create(group_uuid=groups[0].uuid, user_uuid=users[4].uuid, role=role.name)
+    storage.members.create(group_uuid=groups[1].uuid, user_uuid=users[4].uuid, role="viewer")
+    storage.users.delete(users[5].id)
+    storage.groups.delete(groups[2].id)
+    return storage, users, groups, role
+
+
+def _pony(store, name):
+    """The store's own (entity-layer) method, bypassing the plain-SQL one."""
+    return getattr(type(store), name).__get__(store)
+
+
+def test_fast_get_and_list_match_the_entity_layer(populated):
+    storage, users, groups, role = populated
+    if not hasattr(storage, "authenticate"):
+        pytest.skip("not the pony storage")
+    for kind in ("users", "groups", "members", "roles"):
+        store = getattr(storage, kind)
+        for id in (0, 1, 2, 3, 5, 6, 9, 10**6, 2**63 - 1, 2**63, -1):
+            assert store.get(id) == _pony(store, "get")(id), (kind, id)
+        for after_id in (0, 1, 3):
+            for limit in (1, 2, 50):
+                assert store.list(after_id=after_id, limit=limit) == _pony(store, "list")(after_id=after_id, limit=limit)
+    filters = [
+        ("users", {"email": "u1@example.com"}), ("users", {"email": "U2@EXAMPLE.COM"}), ("users", {"email": "u5@example.com"}),
+        ("groups", {"name": "g1"}), ("groups", {"name": "g2"}), ("groups", {"name": None}),
+        ("members", {"user_uuid": users[4].uuid}), ("members", {"group_uuid": groups[0].uuid, "role": "owner"}),
+        ("members", {"role": "auditor"}), ("roles", {"name": "auditor"}), ("roles", {"name": "admin"}),
+    ]
+    for kind, given in filters:
+        store = getattr(storage, kind)
+        assert store.list(**given) == _pony(store, "list")(**given), (kind, given)
+    with pytest.raises(ValueError):
+        storage.users.list(name="x")
+
+
+def test_authenticate_is_identity_plus_revision(populated, locky_app):
+    storage, users, _, _ = populated
+    if not hasattr(storage, "authenticate"):
+        pytest.skip("not the pony storage")
+    live = storage.sessions.create(uuid="11111111-1111-4111-8111-111111111111", user_uuid=users[0].uuid, refresh_jti="a")
+    gone = storage.sessions.create(uuid="22222222-2222-4222-8222-222222222222", user_uuid=users[1].uuid, refresh_jti="b")
+    session, user, revision = storage.authenticate(live.uuid)
+    assert (session, user) == storage.sessions.identity(live.uuid)
+    assert revision == storage.revision()
+    storage.sessions.revoke(live.uuid)
+    assert storage.authenticate(live.uuid) is None
+    storage.users.delete(users[1].id)
+    assert storage.authenticate(gone.uuid) is None
+    assert storage.authenticate("no-such-session") is None
+
+
+# -- dumping ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("moment", [
+    datetime(2026, 11, 22, 10, 0, 0), datetime(2026, 11, 22, 10, 0, 0, 123456),
+    datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=timezone.utc),
+])
+def test_compiled_dumpers_match_marshmallow(moment):
+    user = User(id=7, uuid="u", created_at=moment, updated_at=moment, deleted_at=None, name="ü", email="a@b.co")
+    role = Role(id=2**63 - 1, uuid="r", created_at=moment, updated_at=moment, deleted_at=moment, name="x",
+                description="", permissions=(Permission("a", "b"), Permission("*", "*")), builtin=True)
+    for schema, record in ((schemas.UserSchema(), user), (schemas.RoleSchema(), role)):
+        assert dumper(schema)(record) == schema.dump(record)
+        assert list(dumper(schema)(record)) == list(schema.dump(record))  # same key order
+
+
+def test_dumper_matches_every_record_schema_on_stored_records(populated):
+    storage = populated[0]
+    for kind, schema in (("users", schemas.UserSchema()), ("groups", schemas.GroupSchema()),
+                         ("members", schemas.MemberSchema()), ("roles", schemas.RoleSchema())):
+        for record in getattr(storage, kind).list(limit=500).items:
+            assert dumper(schema)(record) == schema.dump(record)
+
+
+# -- token cache --------------------------------------------------------------------
+
+
+def test_cached_token_still_expires(locky_app, monkeypatch):
+    import locky_jwt
+
+    tokens = locky_app.context.tokens
+    issued = tokens.issue(user_uuid="u", session_uuid="s", kind="access")
+    claims = tokens.verify(issued.token, kind="access")
+    assert tokens.verify(issued.token, kind="access") is claims  # served from the cache
+    with pytest.raises(Unauthorized):
+        tokens.verify(issued.token, kind="refresh")  # the cache is per kind
+    now = locky_jwt.time.time()
+    monkeypatch.setattr(locky_jwt.time, "time", lambda: now + locky_app.context.settings.access_ttl + 10)
+    with pytest.raises(Unauthorized):
+        tokens.verify(issued.token, kind="access")
+
+
+# -- across worker processes ----------------------------------------------------------
+
+
+@pytest.mark.server
+def test_revocations_reach_every_worker_on_the_next_request(tmp_path, locky_database_url):
+    from locky.testing.server import locky_server
+
+    env = {"LOCKY_DATABASE_URL": locky_database_url, "LOCKY_JWT_SECRET": TEST_SECRET, "LOCKY_BCRYPT_ROUNDS": "4",
+           "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL}
+    with locky_server(tmp_path / "server", env, workers=2) as server:
+        def account(email):
+            status, _, user = server.request("POST", "/v1/public/users/register",
+                                             {"name": "n", "email": email, "password": PASSWORD})
+            assert status == 201, user
+            status, _, body = server.request("POST", "/v1/public/users/login", {"email": email, "password": PASSWORD})
+            assert status == 200, body
+            return user, {"Authorization": f"Bearer {body['access_token']}"}
+
+        def statuses(method, path, headers, body=None, times=8):
+            # Every request is a new connection: both workers serve some of them.
+            return {server.request(method, path, body, headers)[0] for _ in range(times)}
+
+        admin, admin_h = account(ADMIN_EMAIL)
+        alice, alice_h = account("alice@example.com")
+        bob, bob_h = account("bob@example.com")
+        assert statuses("GET", "/v1/internal/users/me", alice_h) == {200}  # caches warm in both workers
+
+        # A logout: the token fails on the next request.
+        assert server.request("POST", "/v1/private/users/logout", None, alice_h)[0] == 204
+        assert statuses("GET", "/v1/internal/users/me", alice_h) == {401}
+
+        # A deleted user's tokens fail.
+        assert statuses("GET", "/v1/internal/users", bob_h) == {200}
+        assert server.request("DELETE", f"/v1/private/users/{bob['id']}", None, admin_h)[0] == 204
+        assert statuses("GET", "/v1/internal/users", bob_h) == {401}
+
+        # A removed membership and a deleted custom role take their rights away at once.
+        carol, carol_h = account("carol@example.com")
+        status, _, role = server.request("POST", "/v1/private/roles", {
+            "name": "editor", "permissions": [{"resource": "groups", "action": "update"}]}, admin_h)
+        assert status == 201, role
+        status, _, group = server.request("POST", "/v1/private/groups", {"name": "team"}, admin_h)
+        assert status == 201, group
+        status, _, member = server.request("POST", "/v1/private/members", {
+            "group_uuid": group["uuid"], "user_uuid": carol["uuid"], "role": "editor"}, admin_h)
+        assert status == 201, member
+        path = f"/v1/private/groups/{group['id']}"
+        assert statuses("PUT", path, carol_h, {"description": "x"}) == {200}
+        assert server.request("DELETE", f"/v1/private/members/{member['id']}", None, admin_h)[0] == 204
+        assert statuses("PUT", path, carol_h, {"description": "y"}) == {403}
+
+        status, _, member = server.request("POST", "/v1/private/members", {
+            "group_uuid": group["uuid"], "user_uuid": carol["uuid"], "role": "editor"}, admin_h)
+        assert status == 201, member
+        assert statuses("PUT", path, carol_h, {"description": "z"}) == {200}
+        status, _, _ = server.request("PUT", f"/v1/private/roles/{role['id']}", {"permissions": []}, admin_h)
+        assert status == 200
+        assert statuses("PUT", path, carol_h, {"description": "w"}) == {403}
