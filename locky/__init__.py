@@ -8,6 +8,7 @@ from locky.app import LockyApp, create_app
 from locky.context import Context
 from locky.errors import Conflict, Forbidden, Invalid, LockyError, Locked, NotFound, Unauthorized, Unavailable
 from locky.events import Event
+from locky.media import load, read_json
 from locky.plugins import hookimpl
 from locky.providers import (
     Authorizer,
@@ -60,5 +61,7 @@ __all__ = [
     "User",
     "create_app",
     "hookimpl",
+    "load",
+    "read_json",
     "__version__",
 ]

@@ -70,16 +70,22 @@ class Context:
         group_uuid: str | None = None,
         own: bool = False,
     ) -> bool:
-        """The authorizer's decision, vetoable by ``locky_check_access`` plugins."""
-        if not self.authorizer.is_allowed(
-            identity.user, resource, action, group_uuid=group_uuid, own=own
-        ):
-            return False
+        """The authorizer's decision, vetoable by ``locky_check_access`` plugins and
+        announced to ``locky_decision`` observers."""
         scope = {"group_uuid": group_uuid, "own": own}
-        vetoes = self.hook.locky_check_access(
-            context=self, identity=identity, resource=resource, action=action, scope=scope
-        )
-        return not any(v is False for v in vetoes)
+        allowed = self.authorizer.is_allowed(identity.user, resource, action, group_uuid=group_uuid, own=own)
+        if allowed:
+            vetoes = self.hook.locky_check_access(
+                context=self, identity=identity, resource=resource, action=action, scope=scope
+            )
+            allowed = not any(v is False for v in vetoes)
+        try:
+            self.hook.locky_decision(
+                context=self, identity=identity, resource=resource, action=action, scope=scope, allowed=allowed
+            )
+        except Exception:
+            log.exception("a locky_decision implementation failed")
+        return allowed
 
     def require(self, identity: Identity, resource: str, action: str, **scope: Any) -> None:
         """Raise :class:`~locky.errors.Forbidden` unless :meth:`allowed`."""

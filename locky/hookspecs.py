@@ -150,6 +150,19 @@ def locky_check_access(
     """
 
 
+@hookspec
+def locky_decision(
+    context: Context, identity: Identity, resource: str, action: str, scope: dict[str, Any], allowed: bool
+) -> None:
+    """Observe a final access decision (for metrics and audit); it cannot be changed here.
+
+    Called by :meth:`locky.Context.allowed` for every decision, allowed or denied, after
+    the authorizer and every ``locky_check_access`` veto. ``scope`` is as in
+    ``locky_check_access``. An exception in an implementation is logged and does not
+    change the decision. Returns nothing.
+    """
+
+
 # ---------------------------------------------------------------------------
 # Life cycle and events
 # ---------------------------------------------------------------------------

@@ -49,11 +49,12 @@ STATUS_TEXT = {200: "OK", 201: "Created", 204: "No content"}
 
 def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
     """The Swagger 2.0 document of ``routes`` (``locky_swagger`` hooks may add to it)."""
+    marshmallow = MarshmallowPlugin()
     spec = APISpec(
         title=TITLE,
         version=VERSION,
         openapi_version="2.0",
-        plugins=[MarshmallowPlugin()],
+        plugins=[marshmallow],
         info={"description": "Users, groups, members and roles; JWT login; policy decisions."},
         basePath=BASE_PATH,
         schemes=["http", "https"],
@@ -68,6 +69,8 @@ def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
             }
         },
     )
+    # Our own field class: apispec cannot tell it is a date-time string without this.
+    marshmallow.map_to_openapi_type(s.Timestamp, "string", "date-time")
     for name, schema in DEFINITIONS.items():
         spec.components.schema(name, schema=schema)
     spec.components.schema(

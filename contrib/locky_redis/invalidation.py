@@ -1,0 +1,160 @@
+"""A local cache whose entries every host drops within a bounded time of a change.
+
+:class:`Cache` holds values in this process. :class:`Listener` keeps one Redis pub/sub
+subscription per process; every host publishes what it changed on one channel and every
+host drops those entries when the message arrives.
+
+Pub/sub delivers at most once, so the cache never trusts it blindly:
+
+- The listener sends a ``PING`` every ``max_staleness / 4`` seconds carrying its send
+  time; Redis answers on the same connection, after every message published before the
+  ping arrived. When the answer to a ping sent at time *s* has come back, every change
+  published before *s* has been applied here. The cache serves entries only while such
+  an *s* lies within the last ``max_staleness`` seconds; otherwise (Redis away, the
+  listener behind) every read goes to storage.
+- On every (re)subscription the whole cache is emptied: messages sent while we were not
+  subscribed are lost.
+- A read that started before an invalidation must not store its (possibly old) result
+  after it: :meth:`Cache.token` and :meth:`Cache.put` compare a generation number.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable, Hashable
+
+log = logging.getLogger("locky.redis")
+
+MISSING = object()
+
+
+class Cache:
+    """Values by key, each kept at most ``max_age`` seconds, usable while ``fresh()``."""
+
+    def __init__(self, max_age: float, fresh: Callable[[], bool], max_entries: int = 100_000):
+        self.max_age = max_age
+        self.fresh = fresh
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._entries: dict[Hashable, tuple[Any, float]] = {}
+        self._generation = 0
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> Any:
+        """The cached value or :data:`MISSING`."""
+        if self.fresh():
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None and time.monotonic() - entry[1] < self.max_age:
+                    self.hits += 1
+                    return entry[0]
+        self.misses += 1
+        return MISSING
+
+    def token(self) -> int:
+        """Take before reading storage; give to :meth:`put` with the result."""
+        return self._generation
+
+    def put(self, key: Hashable, value: Any, token: int) -> None:
+        """Keep ``value`` unless something was invalidated since ``token`` was taken."""
+        with self._lock:
+            if token != self._generation or not self.fresh():
+                return
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+            self._entries[key] = (value, time.monotonic())
+
+    def drop(self, key: Hashable) -> None:
+        with self._lock:
+            self._generation += 1
+            self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._entries.clear()
+
+
+class Listener:
+    """A daemon thread subscribed to ``channel``; ``on_message(text)`` for each message,
+    ``on_reset()`` whenever messages may have been missed."""
+
+    def __init__(self, client, channel: str, max_staleness: float,
+                 on_message: Callable[[str], None], on_reset: Callable[[], None]):
+        self.client = client
+        self.channel = channel
+        self.max_staleness = max_staleness
+        self.heartbeat = max_staleness / 4
+        self.on_message = on_message
+        self.on_reset = on_reset
+        self._confirmed = float("-inf")  # send time of the last answered ping
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"locky-redis:{channel}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def fresh(self) -> bool:
+        """Whether every change published more than ``max_staleness`` ago has been applied."""
+        return time.monotonic() - self._confirmed < self.max_staleness
+
+    def wait_fresh(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.fresh() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.fresh()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            pubsub = self.client.pubsub()
+            try:
+                pubsub.subscribe(self.channel)
+                self._listen(pubsub)
+                backoff = 0.1
+            except Exception as exc:  # any failure of the connection: start over
+                log.warning("redis subscription to %s lost (%s: %s); caching is off until it is back",
+                            self.channel, type(exc).__name__, exc)
+            finally:
+                self._confirmed = float("-inf")
+                self.on_reset()
+                try:
+                    pubsub.close()
+                except Exception:
+                    pass
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def _listen(self, pubsub) -> None:
+        subscribed = False
+        last_ping = subscribed_at = 0.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            if subscribed and now - last_ping >= self.heartbeat:
+                pubsub.ping(message=repr(now))
+                last_ping = now
+            message = pubsub.get_message(timeout=self.heartbeat / 2)
+            if message is None:
+                if subscribed and now - max(self._confirmed, subscribed_at) > 4 * self.max_staleness:
+                    raise TimeoutError("Redis stopped answering pings")
+                continue
+            kind = message["type"]
+            if kind == "subscribe":
+                # Whatever was published before now may have been missed.
+                self.on_reset()
+                subscribed = True
+                last_ping, subscribed_at = 0.0, time.monotonic()
+            elif kind == "pong":
+                data = message["data"]
+                self._confirmed = max(self._confirmed, float(data.decode() if isinstance(data, bytes) else data))
+            elif kind == "message":
+                data = message["data"]
+                self.on_message(data.decode() if isinstance(data, bytes) else str(data))
