@@ -1,0 +1,542 @@
+"""Login, tokens and sessions over HTTP (CONTRACT.md section 4): the login body and
+its JWTs (claims, lifetimes, algorithm), identical 401s for unknown emails and wrong
+passwords (at the same cost), refresh-token rotation with reuse detection that
+revokes the whole login, logout, and the 401 matrix of protected endpoints: missing
+header, wrong scheme, malformed, bad signature, an ``alg`` other than the configured
+one (``none`` included), expired, not yet valid, wrong ``typ``/``iss``/``aud``,
+missing claims, revoked, and owner deleted. Tokens are crafted with PyJWT and the
+test secret, and a control token made the same way is shown to work first."""
+
+from __future__ import annotations
+
+import base64
+import json
+import statistics
+import time
+import uuid
+
+import jwt
+import pytest
+
+from locky.app import create_app
+from locky.testing import PASSWORD, TEST_SECRET, LockyClient, make_settings
+
+from authz_helpers import UUID4, assert_error, assert_fields
+
+# Crafting HS384/HS512 tokens with the 45-byte test secret is deliberate.
+pytestmark = pytest.mark.filterwarnings("ignore::jwt.warnings.InsecureKeyLengthWarning")
+
+LOGIN = "/v1/public/users/login"
+REFRESH = "/v1/public/users/refresh"
+LOGOUT = "/v1/private/users/logout"
+ME = "/v1/internal/users/me"
+CLAIMS = {"sub", "sid", "iat", "nbf", "exp", "jti", "iss", "aud", "typ"}
+TOKEN_KEYS = {"access_token", "token_type", "expires_in", "refresh_token", "user"}
+OTHER_SECRET = "some-other-secret-that-is-long-enough-0123456789"
+
+
+def decode(token: str, secret: str = TEST_SECRET, algorithm: str = "HS256") -> dict:
+    return jwt.decode(token, secret, algorithms=[algorithm], audience="locky", issuer="locky")
+
+
+def craft(base: dict, secret: str = TEST_SECRET, algorithm: str = "HS256", drop: tuple[str, ...] = (), **changes) -> str:
+    claims = {k: v for k, v in {**base, **changes}.items() if k not in drop}
+    return jwt.encode(claims, secret, algorithm=algorithm)
+
+
+def b64(data: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+def unsigned(claims: dict, alg: str = "none") -> str:
+    return f"{b64({'alg': alg, 'typ': 'JWT'})}.{b64(claims)}."
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def assert_401(result) -> None:
+    assert_error(result, 401, "401 Unauthorized")
+    assert result.headers["www-authenticate"] == "Bearer"
+
+
+def login(client, email: str, password: str = PASSWORD):
+    return client.simulate_post(LOGIN, json={"email": email, "password": password})
+
+
+def me(client, token: str):
+    return client.simulate_get(ME, headers=bearer(token))
+
+
+@pytest.fixture
+def access_claims(locky_user) -> dict:
+    return decode(locky_user.access_token)
+
+
+# -- login -----------------------------------------------------------------------
+
+
+def test_login_body_is_the_oauth_token_response(locky_client):
+    registered = locky_client.register("ada@example.com")
+    result = login(locky_client, "ada@example.com")
+    assert result.status_code == 200, result.text
+    body = result.json
+    assert set(body) == TOKEN_KEYS
+    assert body["token_type"] == "Bearer"
+    assert body["expires_in"] == 15 * 60
+    assert isinstance(body["access_token"], str) and isinstance(body["refresh_token"], str)
+    assert body["access_token"] != body["refresh_token"]
+    assert body["user"] == registered
+    assert result.headers["cache-control"] == "no-store"
+
+
+def test_login_tokens_are_hs256_jwts_with_exactly_the_contract_claims(locky_client):
+    user = locky_client.register("ada@example.com")
+    body = login(locky_client, "ada@example.com").json
+    assert jwt.get_unverified_header(body["access_token"])["alg"] == "HS256"
+    access, refresh = decode(body["access_token"]), decode(body["refresh_token"])
+    assert set(access) == CLAIMS and set(refresh) == CLAIMS  # no roles in the token
+    assert access["sub"] == refresh["sub"] == user["uuid"]
+    assert access["sid"] == refresh["sid"]
+    assert (access["typ"], refresh["typ"]) == ("access", "refresh")
+    assert access["iss"] == refresh["iss"] == "locky"
+    assert access["aud"] == refresh["aud"] == "locky"
+    assert access["jti"] != refresh["jti"]
+    assert abs(access["iat"] - time.time()) < 60 and access["nbf"] <= access["iat"] + 1
+    assert access["exp"] - access["iat"] == 15 * 60
+    assert refresh["exp"] - refresh["iat"] == 7 * 24 * 3600
+
+
+def test_each_login_is_its_own_session(locky_client):
+    locky_client.register("ada@example.com")
+    first, second = login(locky_client, "ada@example.com").json, login(locky_client, "ada@example.com").json
+    assert decode(first["access_token"])["sid"] != decode(second["access_token"])["sid"]
+    assert me(locky_client, first["access_token"]).status_code == 200
+    assert me(locky_client, second["access_token"]).status_code == 200
+
+
+def test_the_access_token_reaches_protected_endpoints(locky_client, locky_user):
+    result = me(locky_client, locky_user.access_token)
+    assert result.status_code == 200
+    assert result.json == locky_user.body
+
+
+def test_the_scheme_name_is_case_insensitive(locky_client, locky_user):
+    for scheme in ("bearer", "BEARER", "Bearer"):
+        result = locky_client.simulate_get(ME, headers={"Authorization": f"{scheme} {locky_user.access_token}"})
+        assert result.status_code == 200, scheme
+
+
+def test_login_email_is_trimmed_and_case_insensitive(locky_client):
+    locky_client.register("ada@example.com")
+    assert login(locky_client, "  ADA@Example.Com ").status_code == 200
+
+
+def test_unknown_email_and_wrong_password_answer_identically(locky_client):
+    locky_client.register("ada@example.com")
+    wrong = login(locky_client, "ada@example.com", "wrong password")
+    unknown = login(locky_client, "nobody@example.com", "wrong password")
+    for result in (wrong, unknown):
+        assert_401(result)
+        assert result.headers["cache-control"] == "no-store"
+    assert wrong.status_code == unknown.status_code
+    assert wrong.json == unknown.json
+    assert wrong.headers["www-authenticate"] == unknown.headers["www-authenticate"]
+
+
+def test_a_deleted_users_login_answers_like_an_unknown_email(locky_client):
+    ada = locky_client.account("ada@example.com")
+    assert locky_client.simulate_delete(f"/v1/private/users/{ada.id}", headers=ada.headers).status_code == 204
+    gone = login(locky_client, "ada@example.com")
+    assert_401(gone)
+    assert gone.json == login(locky_client, "nobody@example.com").json
+
+
+def test_a_password_longer_than_72_bytes_is_not_truncated_at_login(locky_client):
+    password = "p" * 72
+    locky_client.register("ada@example.com", password=password)
+    assert login(locky_client, "ada@example.com", password).status_code == 200
+    for longer in (password + "x", password + "\u00e9", password * 2):
+        assert_401(login(locky_client, "ada@example.com", longer))
+
+
+def test_login_errors_do_not_echo_the_password(locky_client):
+    locky_client.register("ada@example.com")
+    result = login(locky_client, "ada@example.com", "Hunter2-wrong-secret")
+    assert_401(result)
+    assert "Hunter2" not in result.text
+
+
+@pytest.mark.parametrize(
+    "body, fields",
+    [
+        ({}, ("email", "password")),
+        ({"email": "ada@example.com"}, ("password",)),
+        ({"password": PASSWORD}, ("email",)),
+        ({"email": 5, "password": PASSWORD}, ("email",)),
+        ({"email": "ada@example.com", "password": None}, ("password",)),
+        ({"email": "ada@example.com", "password": PASSWORD, "remember": True}, ("remember",)),
+    ],
+)
+def test_bad_login_bodies_are_field_400s(locky_client, body, fields):
+    locky_client.register("ada@example.com")
+    assert_fields(locky_client.simulate_post(LOGIN, json=body), *fields)
+
+
+def test_login_configured_lifetimes_show_in_expires_in_and_claims(tmp_path):
+    settings = make_settings(f"sqlite:///{tmp_path / 'ttl.sqlite'}", access_ttl=60, refresh_ttl=3600)
+    app = create_app(settings)
+    try:
+        client = LockyClient(app)
+        client.register("ada@example.com")
+        body = login(client, "ada@example.com").json
+        assert body["expires_in"] == 60
+        access, refresh = decode(body["access_token"]), decode(body["refresh_token"])
+        assert access["exp"] - access["iat"] == 60
+        assert refresh["exp"] - refresh["iat"] == 3600
+    finally:
+        app.close()
+
+
+def test_unknown_email_costs_a_hash_check_like_a_wrong_password(tmp_path):
+    """With a realistic bcrypt cost, an unknown email must not answer measurably faster."""
+    settings = make_settings(f"sqlite:///{tmp_path / 'timing.sqlite'}", bcrypt_rounds=10, login_max_failures=1000)
+    app = create_app(settings)
+    try:
+        client = LockyClient(app)
+        client.register("ada@example.com")
+
+        def timed(email: str) -> float:
+            started = time.perf_counter()
+            assert_401(login(client, email, "wrong password"))
+            return time.perf_counter() - started
+
+        wrong = statistics.median(timed("ada@example.com") for _ in range(5))
+        unknown = statistics.median(timed(f"nobody{i}@example.com") for i in range(5))
+        # One bcrypt check at cost 10 dwarfs everything else a login does.
+        assert unknown > 0.5 * wrong, (unknown, wrong)
+    finally:
+        app.close()
+
+
+# -- refresh ---------------------------------------------------------------------
+
+
+def refresh(client, token: str):
+    return client.simulate_post(REFRESH, json={"refresh_token": token})
+
+
+def test_refresh_returns_a_new_token_body(locky_client, locky_user):
+    result = refresh(locky_client, locky_user.refresh_token)
+    assert result.status_code == 200, result.text
+    body = result.json
+    assert set(body) == TOKEN_KEYS
+    assert body["token_type"] == "Bearer"
+    assert body["expires_in"] == 15 * 60
+    assert body["user"] == locky_user.body
+    assert body["refresh_token"] != locky_user.refresh_token
+    assert body["access_token"] != locky_user.access_token
+    assert result.headers["cache-control"] == "no-store"
+    old, new = decode(locky_user.refresh_token), decode(body["refresh_token"])
+    assert new["sid"] == old["sid"] and new["jti"] != old["jti"]
+    assert new["typ"] == "refresh" and decode(body["access_token"])["typ"] == "access"
+    assert me(locky_client, body["access_token"]).status_code == 200
+
+
+def test_refresh_tokens_rotate_along_a_chain(locky_client, locky_user):
+    token = locky_user.refresh_token
+    for _ in range(3):
+        result = refresh(locky_client, token)
+        assert result.status_code == 200, result.text
+        token = result.json["refresh_token"]
+        assert me(locky_client, result.json["access_token"]).status_code == 200
+
+
+def test_reusing_a_refresh_token_is_401_and_revokes_the_whole_chain(locky_client, locky_user):
+    other_login = login(locky_client, locky_user.email).json  # a separate session
+    first = refresh(locky_client, locky_user.refresh_token).json
+    second = refresh(locky_client, first["refresh_token"]).json
+
+    assert_401(refresh(locky_client, locky_user.refresh_token))  # reuse of a spent token
+
+    # Every token of that login is dead now: the latest refresh token and the access tokens.
+    assert_401(refresh(locky_client, second["refresh_token"]))
+    for access in (locky_user.access_token, first["access_token"], second["access_token"]):
+        assert_401(me(locky_client, access))
+    # Another login of the same user is untouched.
+    assert me(locky_client, other_login["access_token"]).status_code == 200
+    assert refresh(locky_client, other_login["refresh_token"]).status_code == 200
+
+
+def test_a_refresh_token_is_single_use_even_when_reused_at_once(locky_client, locky_user):
+    assert refresh(locky_client, locky_user.refresh_token).status_code == 200
+    assert_401(refresh(locky_client, locky_user.refresh_token))
+    assert_401(refresh(locky_client, locky_user.refresh_token))
+
+
+def test_an_access_token_is_not_a_refresh_token(locky_client, locky_user):
+    assert_401(refresh(locky_client, locky_user.access_token))
+    assert me(locky_client, locky_user.access_token).status_code == 200  # and nothing was revoked
+
+
+def test_a_refresh_token_is_not_an_access_token(locky_client, locky_user):
+    assert_401(me(locky_client, locky_user.refresh_token))
+    assert_401(locky_client.simulate_post(LOGOUT, headers=bearer(locky_user.refresh_token)))
+
+
+@pytest.mark.parametrize("token", ["garbage", "a.b.c", "x" * 300], ids=["garbage", "dots", "long"])
+def test_refresh_with_a_malformed_token_is_401(locky_client, token):
+    assert_401(refresh(locky_client, token))
+
+
+def test_refresh_with_a_forged_token_is_401(locky_client, locky_user):
+    claims = decode(locky_user.refresh_token)
+    assert_401(refresh(locky_client, craft(claims, secret=OTHER_SECRET)))
+    assert_401(refresh(locky_client, unsigned(claims)))
+    assert_401(refresh(locky_client, craft(claims, exp=int(time.time()) - 60)))
+    assert refresh(locky_client, locky_user.refresh_token).status_code == 200  # not spent by those
+
+
+@pytest.mark.parametrize(
+    "body, fields",
+    [({}, ("refresh_token",)), ({"refresh_token": ""}, ("refresh_token",)), ({"refresh_token": 1}, ("refresh_token",)),
+     ({"refresh_token": "x", "grant_type": "refresh_token"}, ("grant_type",))],
+)
+def test_bad_refresh_bodies_are_field_400s(locky_client, body, fields):
+    assert_fields(locky_client.simulate_post(REFRESH, json=body), *fields)
+
+
+def test_refresh_after_the_user_is_deleted_is_401(locky_client, locky_user):
+    assert locky_client.simulate_delete(f"/v1/private/users/{locky_user.id}", headers=locky_user.headers).status_code == 204
+    assert_401(refresh(locky_client, locky_user.refresh_token))
+
+
+# -- logout ----------------------------------------------------------------------
+
+
+def test_logout_is_204_and_revokes_the_access_and_refresh_token(locky_client, locky_user):
+    result = locky_client.simulate_post(LOGOUT, headers=locky_user.headers)
+    assert result.status_code == 204
+    assert result.content == b""
+    assert_401(me(locky_client, locky_user.access_token))
+    assert_401(refresh(locky_client, locky_user.refresh_token))
+    assert_401(locky_client.simulate_post(LOGOUT, headers=locky_user.headers))
+
+
+def test_logout_also_kills_access_tokens_refreshed_from_that_login(locky_client, locky_user):
+    later = refresh(locky_client, locky_user.refresh_token).json
+    assert locky_client.simulate_post(LOGOUT, headers=bearer(later["access_token"])).status_code == 204
+    assert_401(me(locky_client, later["access_token"]))
+    assert_401(refresh(locky_client, later["refresh_token"]))
+
+
+def test_logout_ends_only_the_calling_session(locky_client, locky_user):
+    other = login(locky_client, locky_user.email).json
+    assert locky_client.simulate_post(LOGOUT, headers=locky_user.headers).status_code == 204
+    assert me(locky_client, other["access_token"]).status_code == 200
+    assert refresh(locky_client, other["refresh_token"]).status_code == 200
+
+
+def test_logout_needs_a_token(locky_client):
+    assert_401(locky_client.simulate_post(LOGOUT))
+
+
+def test_login_after_logout_works(locky_client, locky_user):
+    assert locky_client.simulate_post(LOGOUT, headers=locky_user.headers).status_code == 204
+    again = login(locky_client, locky_user.email)
+    assert again.status_code == 200
+    assert me(locky_client, again.json["access_token"]).status_code == 200
+
+
+# -- the 401 matrix ----------------------------------------------------------------
+
+PROTECTED = [
+    ("GET", "/v1/internal/users/me"),
+    ("GET", "/v1/internal/users"),
+    ("GET", "/v1/internal/users/count"),
+    ("GET", "/v1/internal/users/1"),
+    ("GET", "/v1/internal/groups"),
+    ("GET", "/v1/internal/members"),
+    ("GET", "/v1/internal/roles"),
+    ("PUT", "/v1/private/users/1"),
+    ("DELETE", "/v1/private/users/1"),
+    ("POST", "/v1/private/groups"),
+    ("POST", "/v1/private/users/logout"),
+]
+
+
+@pytest.mark.parametrize("method, path", PROTECTED)
+def test_every_protected_endpoint_needs_a_token(locky_client, locky_user, method, path):
+    kwargs = {"json": {"name": "x"}} if method in ("PUT", "POST") else {}
+    assert_401(locky_client.simulate_request(method, path, **kwargs))
+    assert_401(locky_client.simulate_request(method, path, headers=bearer("nonsense"), **kwargs))
+
+
+def test_a_crafted_control_token_is_accepted(locky_client, locky_user, access_claims):
+    # The matrix below changes one thing at a time from this working token.
+    token = craft(access_claims, jti=uuid.uuid4().hex)
+    assert me(locky_client, token).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "",
+        "Bearer",
+        "Bearer ",
+        "Bearer    ",
+        "Basic dXNlckBleGFtcGxlLmNvbTpwYXNzd29yZA==",
+        "Token {token}",
+        "JWT {token}",
+        "{token}",
+        "Bearer: {token}",
+        "Bearer {token} extra",
+        "Bearer {token}x",
+        "Bearer x{token}",
+        "Bearer not-a-jwt",
+        "Bearer a.b.c",
+        "Bearer ....",
+        "Bearer e30.e30.e30",
+    ],
+)
+def test_missing_wrong_scheme_and_malformed_headers_are_401(locky_client, locky_user, header):
+    headers = {} if header is None else {"Authorization": header.format(token=locky_user.access_token)}
+    assert_401(locky_client.simulate_get(ME, headers=headers))
+
+
+def test_a_token_signed_with_another_secret_is_401(locky_client, access_claims):
+    assert_401(me(locky_client, craft(access_claims, secret=OTHER_SECRET)))
+
+
+def test_a_token_with_a_tampered_payload_is_401(locky_client, locky_user, access_claims):
+    header, _, signature = locky_user.access_token.split(".")
+    payload = b64({**access_claims, "exp": access_claims["exp"] + 3600})
+    assert_401(me(locky_client, f"{header}.{payload}.{signature}"))
+
+
+@pytest.mark.parametrize("alg", ["none", "None", "NONE", "nOnE"])
+def test_alg_none_is_401(locky_client, access_claims, alg):
+    assert_401(me(locky_client, unsigned(access_claims, alg)))
+    # The same with a signature part left on.
+    assert_401(me(locky_client, unsigned(access_claims, alg) + "c2ln"))
+
+
+@pytest.mark.parametrize("alg", ["HS384", "HS512"])
+def test_another_hmac_alg_with_the_right_secret_is_401(locky_client, access_claims, alg):
+    assert_401(me(locky_client, craft(access_claims, algorithm=alg)))
+
+
+def test_an_rs256_header_with_the_secret_as_hmac_key_is_401(locky_client, locky_user, access_claims):
+    # Algorithm confusion: claim RS256 but sign the HS256 way with the shared secret.
+    import hashlib
+    import hmac
+
+    signing_input = f"{b64({'alg': 'RS256', 'typ': 'JWT'})}.{b64(access_claims)}"
+    signature = hmac.new(TEST_SECRET.encode(), signing_input.encode(), hashlib.sha256).digest()
+    token = signing_input + "." + base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
+    assert_401(me(locky_client, token))
+
+
+def test_only_the_configured_algorithm_is_accepted(tmp_path):
+    app = create_app(make_settings(f"sqlite:///{tmp_path / 'hs512.sqlite'}", jwt_algorithm="HS512"))
+    try:
+        client = LockyClient(app)
+        account = client.account("ada@example.com")
+        assert jwt.get_unverified_header(account.access_token)["alg"] == "HS512"
+        claims = decode(account.access_token, algorithm="HS512")
+        assert me(client, craft(claims, algorithm="HS512", jti="control")).status_code == 200
+        assert_401(me(client, craft(claims, algorithm="HS256")))
+        assert_401(me(client, unsigned(claims)))
+    finally:
+        app.close()
+
+
+def test_an_expired_token_is_401(locky_client, access_claims):
+    now = int(time.time())
+    assert_401(me(locky_client, craft(access_claims, iat=now - 3600, nbf=now - 3600, exp=now - 60)))
+
+
+def test_a_token_not_yet_valid_is_401(locky_client, access_claims):
+    now = int(time.time())
+    assert_401(me(locky_client, craft(access_claims, nbf=now + 600, iat=now, exp=now + 1200)))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"typ": "refresh"},
+        {"typ": "id"},
+        {"typ": ""},
+        {"typ": None},
+        {"iss": "someone-else"},
+        {"iss": ""},
+        {"aud": "another-service"},
+        {"aud": ["another-service"]},
+        {"sub": str(uuid.uuid4())},  # someone else than the session's owner
+        {"sid": str(uuid.uuid4())},  # a session that never existed
+        {"sub": 12345},
+        {"sid": 12345},
+        {"exp": "tomorrow"},
+    ],
+    ids=lambda c: ",".join(f"{k}={v!r}" for k, v in c.items()),
+)
+def test_wrong_claims_are_401(locky_client, access_claims, changes):
+    assert_401(me(locky_client, craft(access_claims, **changes)))
+
+
+@pytest.mark.parametrize("claim", sorted(CLAIMS))
+def test_a_missing_claim_is_401(locky_client, access_claims, claim):
+    assert_401(me(locky_client, craft(access_claims, drop=(claim,))))
+
+
+def test_another_users_session_id_with_my_subject_is_401(locky_client, locky_user, access_claims):
+    other = locky_client.account("other@example.com")
+    mixed = craft(access_claims, sid=decode(other.access_token)["sid"])
+    assert_401(me(locky_client, mixed))
+
+
+def test_a_revoked_token_is_401(locky_client, locky_user, access_claims):
+    forged_later = craft(access_claims, jti=uuid.uuid4().hex)  # same session, made before logout
+    assert locky_client.simulate_post(LOGOUT, headers=locky_user.headers).status_code == 204
+    assert_401(me(locky_client, locky_user.access_token))
+    assert_401(me(locky_client, forged_later))
+
+
+def test_an_owner_deleted_token_is_401(locky_client, locky_user):
+    other_session = login(locky_client, locky_user.email).json["access_token"]
+    assert locky_client.simulate_delete(f"/v1/private/users/{locky_user.id}", headers=locky_user.headers).status_code == 204
+    assert_401(me(locky_client, locky_user.access_token))
+    assert_401(me(locky_client, other_session))
+    assert_401(locky_client.simulate_get("/v1/internal/users", headers=locky_user.headers))
+
+
+def test_a_deleted_and_re_registered_email_does_not_revive_old_tokens(locky_client, locky_user):
+    assert locky_client.simulate_delete(f"/v1/private/users/{locky_user.id}", headers=locky_user.headers).status_code == 204
+    again = locky_client.register(locky_user.email)
+    assert again["uuid"] != locky_user.uuid
+    assert_401(me(locky_client, locky_user.access_token))
+
+
+def test_a_token_from_another_deployment_is_401(tmp_path, locky_client):
+    other = create_app(make_settings(f"sqlite:///{tmp_path / 'other.sqlite'}", jwt_secret=OTHER_SECRET))
+    try:
+        stranger = LockyClient(other).account("user@example.com")
+    finally:
+        other.close()
+    locky_client.register("user@example.com")
+    assert_401(me(locky_client, stranger.access_token))
+
+
+def test_401_bodies_never_echo_the_token(locky_client, locky_user, access_claims):
+    token = craft(access_claims, secret=OTHER_SECRET)
+    result = me(locky_client, token)
+    assert_401(result)
+    assert token not in result.text and token.split(".")[2] not in result.text
+
+
+def test_401s_carry_a_fresh_request_id(locky_client):
+    result = locky_client.simulate_get(ME)
+    assert_401(result)
+    assert UUID4.match(result.headers["x-request-id"])

@@ -1,0 +1,329 @@
+"""Settings (CONTRACT.md section 8 and house rule 11, fail fast): ``LOCKY_*``
+environment variables are parsed and checked once, with a message naming the variable
+to fix; a TOML file (``LOCKY_CONFIG`` or ``--config``) sits under the environment;
+providers are chosen by name and an unknown name stops startup listing the known
+ones; the JWT secret is required (and at least 32 bytes) except with SQLite, where one
+is generated once beside the database with mode 0600. The settings that change
+behaviour are checked through the HTTP front door too."""
+
+from __future__ import annotations
+
+import os
+import stat
+import textwrap
+
+import pytest
+
+from locky.app import create_app
+from locky.settings import Settings, SettingsError
+from locky.testing import ADMIN_EMAIL, TEST_SECRET, LockyClient, make_settings
+
+
+def env(**values: str) -> dict[str, str]:
+    return {f"LOCKY_{k.upper()}": v for k, v in values.items()}
+
+
+# -- defaults and environment -------------------------------------------------------
+
+
+def test_defaults_with_an_empty_environment():
+    settings = Settings.load(environ={})
+    assert settings.database_url == "sqlite:///locky.sqlite"
+    assert settings.jwt_secret is None
+    assert settings.jwt_algorithm == "HS256"
+    assert (settings.jwt_issuer, settings.jwt_audience) == ("locky", "locky")
+    assert (settings.access_ttl, settings.refresh_ttl) == (15 * 60, 7 * 24 * 3600)
+    assert (settings.host, settings.port) == ("127.0.0.1", 8080)
+    assert (settings.storage, settings.tokens, settings.password_hasher, settings.authorizer) == (
+        "pony", "jwt", "bcrypt", "casbin")
+    assert (settings.login_max_failures, settings.login_window) == (5, 15 * 60)
+    assert settings.max_body_bytes == 64 * 1024
+    assert settings.admin_emails == () and settings.plugins == () and settings.policy_dir is None
+
+
+def test_every_contract_variable_is_read_from_the_environment(tmp_path):
+    settings = Settings.load(environ=env(
+        database_url=f"sqlite:///{tmp_path / 'db.sqlite'}",
+        jwt_secret=TEST_SECRET,
+        access_ttl="60",
+        refresh_ttl="3600",
+        admin_emails="Boss@Example.com, second@example.com ,,",
+        policy_dir=str(tmp_path),
+        host="0.0.0.0",
+        port="9090",
+        storage="pony",
+        tokens="jwt",
+        password_hasher="bcrypt",
+        authorizer="casbin",
+        plugins="my.plugin, other.plugin",
+    ))
+    assert settings.database_url == f"sqlite:///{tmp_path / 'db.sqlite'}"
+    assert settings.jwt_secret == TEST_SECRET
+    assert (settings.access_ttl, settings.refresh_ttl) == (60, 3600)
+    assert settings.admin_emails == ("Boss@Example.com", "second@example.com")
+    assert settings.policy_dir == str(tmp_path)
+    assert (settings.host, settings.port) == ("0.0.0.0", 9090)
+    assert settings.plugins == ("my.plugin", "other.plugin")
+
+
+def test_other_variables_are_not_settings():
+    settings = Settings.load(environ={"PORT": "1", "LOCKY": "x", "locky_port": "2", "JWT_SECRET": "x" * 40})
+    assert settings.port == 8080 and settings.jwt_secret is None
+
+
+def test_values_are_trimmed_but_the_secret_is_kept_as_given():
+    secret = " " + TEST_SECRET + " "
+    settings = Settings.load(environ=env(port=" 9000 ", host=" localhost ", jwt_secret=secret))
+    assert settings.port == 9000 and settings.host == "localhost"
+    assert settings.jwt_secret == secret
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("access_ttl", "fifteen"),
+        ("access_ttl", "1.5"),
+        ("access_ttl", "5"),
+        ("access_ttl", "100000"),
+        ("refresh_ttl", "0"),
+        ("port", "-1"),
+        ("port", "65536"),
+        ("port", "http"),
+        ("workers", "0"),
+        ("login_max_failures", "0"),
+        ("login_window", "0"),
+        ("bcrypt_rounds", "3"),
+        ("bcrypt_rounds", "32"),
+        ("log_requests", "maybe"),
+        ("jwt_algorithm", "none"),
+        ("jwt_algorithm", "RS256"),
+        ("database_url", "oracle://x"),
+        ("database_url", "locky.sqlite"),
+        ("storage", ""),
+    ],
+)
+def test_bad_values_stop_with_a_message_naming_the_variable(name, value):
+    with pytest.raises(SettingsError) as caught:
+        Settings.load(environ=env(**{name: value}))
+    assert f"LOCKY_{name.upper()}" in str(caught.value)
+
+
+@pytest.mark.parametrize("text, expected", [("1", True), ("true", True), ("YES", True), ("on", True),
+                                            ("0", False), ("false", False), ("No", False), ("off", False)])
+def test_booleans(text, expected):
+    assert Settings.load(environ=env(log_requests=text)).log_requests is expected
+
+
+def test_a_short_secret_is_refused():
+    with pytest.raises(SettingsError) as caught:
+        Settings.load(environ=env(jwt_secret="x" * 31))
+    assert "LOCKY_JWT_SECRET" in str(caught.value) and "32" in str(caught.value)
+    assert Settings.load(environ=env(jwt_secret="x" * 32)).jwt_secret == "x" * 32
+
+
+def test_the_secret_is_counted_in_utf8_bytes():
+    assert Settings.load(environ=env(jwt_secret="\u00e9" * 16)).jwt_secret == "\u00e9" * 16  # 32 bytes
+    with pytest.raises(SettingsError):
+        Settings.load(environ=env(jwt_secret="\u00e9" * 15 + "x"))  # 31 bytes
+
+
+def test_the_secret_never_shows_in_repr():
+    settings = Settings.load(environ=env(jwt_secret=TEST_SECRET))
+    assert TEST_SECRET not in repr(settings) and TEST_SECRET not in str(settings)
+
+
+def test_keyword_overrides_beat_the_environment():
+    settings = Settings.load(environ=env(port="9000"), port=9100)
+    assert settings.port == 9100
+
+
+def test_unknown_setting_names_in_overrides_are_refused():
+    with pytest.raises(SettingsError) as caught:
+        Settings.from_mapping({"jwt_secrets": "x"})
+    assert "jwt_secrets" in str(caught.value)
+
+
+# -- TOML ------------------------------------------------------------------------
+
+
+def write(path, text: str):
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_a_toml_file_supplies_settings(tmp_path):
+    config = write(tmp_path / "locky.toml", f"""
+        [locky]
+        database_url = "sqlite:///{tmp_path / 'toml.sqlite'}"
+        jwt_secret = "{TEST_SECRET}"
+        access_ttl = 120
+        admin_emails = ["a@example.com", "b@example.com"]
+        log_requests = false
+
+        [locky.plugins.my_plugin]
+        colour = "blue"
+    """)
+    settings = Settings.load(environ={}, config=config)
+    assert settings.access_ttl == 120
+    assert settings.jwt_secret == TEST_SECRET
+    assert settings.admin_emails == ("a@example.com", "b@example.com")
+    assert settings.log_requests is False
+    assert settings.extra == {"my_plugin": {"colour": "blue"}}
+
+
+def test_a_toml_file_without_a_locky_table_works_too(tmp_path):
+    config = write(tmp_path / "flat.toml", "port = 9001\nhost = 'localhost'\n")
+    settings = Settings.load(environ={}, config=config)
+    assert (settings.port, settings.host) == (9001, "localhost")
+
+
+def test_locky_config_names_the_file_and_the_environment_beats_it(tmp_path):
+    config = write(tmp_path / "locky.toml", "[locky]\nport = 9001\naccess_ttl = 120\n")
+    settings = Settings.load(environ={"LOCKY_CONFIG": str(config), "LOCKY_PORT": "9002"})
+    assert settings.port == 9002  # environment over file
+    assert settings.access_ttl == 120
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("[locky]\nport = ", ["not valid TOML"]),
+        ("[locky]\nport = 'eighty'\n", ["LOCKY_PORT"]),
+        ("[locky]\nport = true\n", ["LOCKY_PORT"]),
+        ("[locky]\nprot = 8080\n", ["prot"]),
+        ("[locky]\naccess_ttl = 1\n", ["LOCKY_ACCESS_TTL"]),
+    ],
+)
+def test_bad_toml_files_stop_with_a_message(tmp_path, text, words):
+    config = write(tmp_path / "bad.toml", text)
+    with pytest.raises(SettingsError) as caught:
+        Settings.load(environ={}, config=config)
+    for word in words:
+        assert word in str(caught.value)
+
+
+def test_a_missing_toml_file_stops_with_a_message(tmp_path):
+    with pytest.raises(SettingsError) as caught:
+        Settings.load(environ={}, config=tmp_path / "missing.toml")
+    assert "missing.toml" in str(caught.value)
+
+
+# -- providers by name ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "slot, known",
+    [("storage", "pony"), ("tokens", "jwt"), ("password_hasher", "bcrypt"), ("authorizer", "casbin")],
+)
+def test_an_unknown_provider_name_stops_startup_listing_the_known_ones(tmp_path, slot, known):
+    settings = make_settings(f"sqlite:///{tmp_path / 'p.sqlite'}", **{slot: "no-such-provider"})
+    with pytest.raises(SettingsError) as caught:
+        create_app(settings)
+    message = str(caught.value)
+    assert "no-such-provider" in message
+    assert known in message
+    assert "known" in message
+
+
+def test_an_unimportable_plugin_module_stops_startup(tmp_path):
+    settings = make_settings(f"sqlite:///{tmp_path / 'p.sqlite'}", plugins=("no_such_module_for_locky",))
+    with pytest.raises(SettingsError) as caught:
+        create_app(settings)
+    assert "no_such_module_for_locky" in str(caught.value)
+
+
+# -- the JWT secret ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("url", ["postgres://locky:pw@127.0.0.1:1/locky", "postgresql://u@h/db", "mysql://u:p@127.0.0.1:1/db"])
+def test_other_databases_need_a_secret(url):
+    settings = Settings.load(environ=env(database_url=url))
+    with pytest.raises(SettingsError) as caught:
+        settings.with_secret()
+    assert "LOCKY_JWT_SECRET" in str(caught.value)
+    with pytest.raises(SettingsError):
+        create_app(settings)
+
+
+def test_sqlite_generates_a_private_secret_once(tmp_path):
+    settings = Settings.load(environ=env(database_url=f"sqlite:///{tmp_path / 'data' / 'gen.sqlite'}"))
+    first = settings.with_secret()
+    path = tmp_path / "data" / "gen.sqlite.secret"
+    assert path.exists()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert len(first.jwt_secret.encode()) >= 32
+    assert first.jwt_secret == path.read_text().strip()
+    assert settings.with_secret().jwt_secret == first.jwt_secret  # reused, not replaced
+
+
+def test_a_relative_sqlite_path_keeps_its_secret_beside_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Settings.load(environ=env(database_url="sqlite:///rel.sqlite")).with_secret()
+    assert (tmp_path / "rel.sqlite.secret").exists()
+
+
+def test_a_given_secret_writes_no_file(tmp_path):
+    settings = make_settings(f"sqlite:///{tmp_path / 'given.sqlite'}")
+    assert settings.with_secret().jwt_secret == TEST_SECRET
+    assert not (tmp_path / "given.sqlite.secret").exists()
+
+
+def test_a_too_short_stored_secret_is_refused(tmp_path):
+    (tmp_path / "short.sqlite.secret").write_text("tiny\n")
+    settings = Settings.load(environ=env(database_url=f"sqlite:///{tmp_path / 'short.sqlite'}"))
+    with pytest.raises(SettingsError) as caught:
+        settings.with_secret()
+    assert "short.sqlite.secret" in str(caught.value)
+
+
+def test_an_in_memory_database_gets_a_process_secret():
+    settings = Settings.load(environ=env(database_url="sqlite:///:memory:")).with_secret()
+    assert len(settings.jwt_secret.encode()) >= 32
+
+
+# -- through the front door ----------------------------------------------------------
+
+
+def test_environment_settings_take_effect_over_http(tmp_path):
+    settings = Settings.load(environ=env(
+        database_url=f"sqlite:///{tmp_path / 'http.sqlite'}",
+        jwt_secret=TEST_SECRET,
+        access_ttl="120",
+        admin_emails="Boss@Example.com",
+        bcrypt_rounds="4",
+        login_max_failures="2",
+    ))
+    app = create_app(settings)
+    try:
+        client = LockyClient(app)
+        boss = client.account("boss@example.com")  # admin emails match regardless of case
+        plain = client.account("plain@example.com")
+        assert client.simulate_post("/v1/public/users/login",
+                                    json={"email": "boss@example.com", "password": boss.password}).json["expires_in"] == 120
+        assert client.simulate_put(f"/v1/private/users/{plain.id}", json={"name": "By Boss"},
+                                   headers=boss.headers).status_code == 200
+        assert client.simulate_put(f"/v1/private/users/{boss.id}", json={"name": "By Plain"},
+                                   headers=plain.headers).status_code == 403
+        for _ in range(2):
+            assert client.simulate_post("/v1/public/users/login",
+                                        json={"email": "plain@example.com", "password": "wrong password"}).status_code == 401
+        assert client.simulate_post("/v1/public/users/login",
+                                    json={"email": "plain@example.com", "password": plain.password}).status_code == 429
+    finally:
+        app.close()
+
+
+def test_max_body_bytes_is_configurable(tmp_path):
+    app = create_app(make_settings(f"sqlite:///{tmp_path / 'body.sqlite'}", max_body_bytes=1024))
+    try:
+        client = LockyClient(app)
+        result = client.simulate_post("/v1/public/users/register",
+                                      json={"name": "n" * 2000, "email": "a@example.com", "password": "password-1"})
+        assert result.status_code == 413
+    finally:
+        app.close()
+
+
+def test_the_test_helpers_admin_is_an_admin(locky_client, locky_admin, locky_user):
+    assert locky_admin.email == ADMIN_EMAIL
+    assert locky_client.simulate_delete(f"/v1/private/users/{locky_user.id}", headers=locky_admin.headers).status_code == 204

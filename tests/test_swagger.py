@@ -1,0 +1,303 @@
+"""The API description (CONTRACT.md section 3, spec section 1 and 9): ``/swagger/doc.json``
+is a valid Swagger 2.0 document (checked with openapi-spec-validator) titled ``Locky
+API`` version ``1.0.0`` with base path ``/v1``, both schemes, the Bearer security
+scheme and the record definitions; it documents every route and method the Falcon
+router really serves (walked from the router itself, so the two cannot drift) and no
+others; and ``/swagger/index.html`` is Swagger UI served from local files only."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from urllib.parse import urljoin, urlparse
+
+import pytest
+from openapi_spec_validator import validate
+from openapi_spec_validator.validation import OpenAPIV2SpecValidator
+
+DOC = "/swagger/doc.json"
+UI = "/swagger/index.html"
+HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options"}
+
+
+@pytest.fixture
+def doc(locky_client) -> dict:
+    result = locky_client.simulate_get(DOC)
+    assert result.status_code == 200
+    assert result.headers["content-type"].startswith("application/json")
+    return result.json
+
+
+def served_routes(app) -> set[tuple[str, str]]:
+    """Every (path template, method) under /v1 that a resource of the real router implements."""
+    found: set[tuple[str, str]] = set()
+
+    def walk(nodes):
+        for node in nodes:
+            if node.method_map and node.uri_template.startswith("/v1/"):
+                for method, responder in node.method_map.items():
+                    # Falcon fills the other methods with its own 405 and OPTIONS responders;
+                    # only the resource's own bound methods are served routes.
+                    if getattr(responder, "__self__", None) is node.resource:
+                        template = re.sub(r"\{(\w+)(:[^}]*)?\}", r"{\1}", node.uri_template)
+                        found.add((template, method.lower()))
+            walk(node.children)
+
+    walk(app._router._roots)
+    return found
+
+
+def documented_routes(doc: dict) -> set[tuple[str, str]]:
+    return {
+        (doc["basePath"] + path, method)
+        for path, item in doc["paths"].items()
+        for method in item
+        if method in HTTP_METHODS
+    }
+
+
+def operations(doc: dict):
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            if method in HTTP_METHODS:
+                yield path, method, operation
+
+
+# -- the document ------------------------------------------------------------------
+
+
+def test_the_document_is_valid_swagger_2(doc):
+    validate(doc, cls=OpenAPIV2SpecValidator)
+    assert doc["swagger"] == "2.0"
+
+
+def test_a_broken_document_does_fail_the_validator(doc):
+    broken = {**doc, "paths": {"/x": {"get": {"responses": {"200": {"schema": {"$ref": "#/definitions/Nope"}}}}}}}
+    with pytest.raises(Exception):
+        validate(broken, cls=OpenAPIV2SpecValidator)
+
+
+def test_info_base_path_schemes_and_media_types(doc):
+    assert doc["info"]["title"] == "Locky API"
+    assert doc["info"]["version"] == "1.0.0"
+    assert doc["basePath"] == "/v1"
+    assert sorted(doc["schemes"]) == ["http", "https"]
+    assert doc["consumes"] == ["application/json"]
+    assert doc["produces"] == ["application/json"]
+
+
+def test_bearer_security_scheme(doc):
+    bearer = doc["securityDefinitions"]["Bearer"]
+    assert bearer["type"] == "apiKey"
+    assert bearer["in"] == "header"
+    assert bearer["name"] == "Authorization"
+
+
+@pytest.mark.parametrize(
+    "name", ["User", "UserRequest", "Group", "GroupRequest", "Member", "MemberRequest", "Role", "RoleRequest", "Count"]
+)
+def test_the_record_definitions_are_present(doc, name):
+    definition = doc["definitions"][name]
+    assert definition["type"] == "object"
+    assert definition["properties"]
+
+
+@pytest.mark.parametrize("name", ["User", "Group", "Member", "Role"])
+def test_records_carry_the_common_properties(doc, name):
+    properties = doc["definitions"][name]["properties"]
+    assert {"id", "uuid", "created_at", "updated_at", "deleted_at"} <= set(properties)
+    assert properties["id"]["type"] == "integer"
+    assert properties["uuid"]["type"] == "string"
+    for stamp in ("created_at", "updated_at", "deleted_at"):
+        assert (properties[stamp]["type"], properties[stamp]["format"]) == ("string", "date-time")
+
+
+def test_user_definitions_match_the_contract(doc):
+    user = doc["definitions"]["User"]["properties"]
+    assert set(user) == {"id", "uuid", "created_at", "updated_at", "deleted_at", "name", "email"}
+    request = doc["definitions"]["UserRequest"]
+    assert set(request["properties"]) == {"name", "email", "password"}
+    assert set(request["required"]) == {"name", "email", "password"}
+    count = doc["definitions"]["Count"]["properties"]
+    assert set(count) == {"count"} and count["count"]["type"] == "integer"
+    assert not any("password" in d.get("properties", {}) for n, d in doc["definitions"].items()
+                   if n in ("User", "Group", "Member", "Role", "Token"))
+
+
+def test_definitions_have_descriptions_on_every_field(doc):
+    missing = [
+        f"{name}.{field}"
+        for name, definition in doc["definitions"].items()
+        for field, schema in definition.get("properties", {}).items()
+        if not schema.get("description")
+    ]
+    assert not missing, missing
+
+
+# -- the document against the router -------------------------------------------------
+
+
+def test_every_served_v1_route_and_method_is_documented(locky_app, doc):
+    served = served_routes(locky_app)
+    assert ("/v1/public/users/register", "post") in served  # the walk found the routes
+    assert len(served) > 20
+    missing = served - documented_routes(doc)
+    assert not missing, f"served but not in the Swagger document: {sorted(missing)}"
+
+
+def test_every_documented_operation_is_served(locky_app, doc):
+    phantom = documented_routes(doc) - served_routes(locky_app)
+    assert not phantom, f"documented but not served: {sorted(phantom)}"
+
+
+def test_the_contract_endpoints_are_all_documented(doc):
+    expected = {
+        ("/public/health", "get"), ("/public/users/register", "post"), ("/public/users/login", "post"),
+        ("/public/users/refresh", "post"), ("/private/users/logout", "post"), ("/internal/users/me", "get"),
+        ("/internal/authz/check", "get"),
+    }
+    for kind in ("users", "groups", "members", "roles"):
+        expected |= {(f"/internal/{kind}", "get"), (f"/internal/{kind}/count", "get"),
+                     (f"/internal/{kind}/{{id}}", "get"), (f"/private/{kind}/{{id}}", "delete")}
+    for kind in ("users", "groups", "roles"):
+        expected.add((f"/private/{kind}/{{id}}", "put"))
+    for kind in ("groups", "members", "roles"):
+        expected.add((f"/private/{kind}", "post"))
+    documented = {(path, method) for path, method, _ in operations(doc)}
+    assert expected <= documented, sorted(expected - documented)
+
+
+def test_protected_operations_require_bearer_and_public_ones_do_not(doc):
+    for path, method, operation in operations(doc):
+        if path.startswith("/public/"):
+            assert not operation.get("security"), (path, method)
+        else:
+            security = operation.get("security", doc.get("security"))
+            assert security == [{"Bearer": []}], (path, method)
+            assert "401" in operation["responses"], (path, method)
+
+
+def test_operations_have_unique_ids_and_summaries(doc):
+    ids = [operation["operationId"] for _, _, operation in operations(doc)]
+    assert len(ids) == len(set(ids))
+    assert all(operation.get("summary") for _, _, operation in operations(doc))
+
+
+def test_id_paths_declare_the_id_parameter(doc):
+    for path, method, operation in operations(doc):
+        if "{id}" in path:
+            (param,) = [p for p in operation["parameters"] if p.get("in") == "path"]
+            assert (param["name"], param["type"], param["required"]) == ("id", "integer", True)
+            assert param.get("minimum") == 1
+
+
+def test_lists_and_counts_declare_their_query_parameters(doc):
+    for kind, filters in (("users", {"email"}), ("groups", {"name"}),
+                          ("members", {"group_uuid", "user_uuid", "role"}), ("roles", {"name"})):
+        for path in (f"/internal/{kind}", f"/internal/{kind}/count"):
+            names = {p["name"] for p in doc["paths"][path]["get"]["parameters"] if p["in"] == "query"}
+            assert {"limit", "after_id"} | filters <= names, (path, names)
+
+
+def test_request_bodies_and_400s_are_documented(doc):
+    for path, method, operation in operations(doc):
+        if method in ("post", "put") and path != "/private/users/logout":
+            bodies = [p for p in operation["parameters"] if p["in"] == "body"]
+            assert len(bodies) == 1, (path, method)
+            assert "400" in operation["responses"], (path, method)
+    register = doc["paths"]["/public/users/register"]["post"]
+    assert register["parameters"][0]["schema"] == {"$ref": "#/definitions/UserRequest"}
+    assert register["responses"]["201"]["schema"] == {"$ref": "#/definitions/User"}
+    login = doc["paths"]["/public/users/login"]["post"]
+    assert "429" in login["responses"] and "401" in login["responses"]
+
+
+def test_the_served_document_is_the_apps_document(locky_app, doc):
+    assert doc == locky_app.swagger
+
+
+# -- the UI ------------------------------------------------------------------------
+
+
+class _Assets(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("src", "href") and value:
+                self.urls.append(value)
+
+
+def test_index_html_is_served_as_html(locky_client):
+    result = locky_client.simulate_get(UI)
+    assert result.status_code == 200
+    assert result.headers["content-type"].startswith("text/html")
+    assert "swagger-ui" in result.text.lower()
+
+
+def test_index_html_uses_only_local_assets(locky_client):
+    html = locky_client.simulate_get(UI).text
+    assert not re.search(r"https?://", html, re.I), "index.html refers to a remote URL"
+    assert "//" not in re.sub(r"<!--.*?-->", "", html).replace("<!DOCTYPE", ""), "protocol-relative URL"
+    assert "petstore" not in html.lower()
+    parser = _Assets()
+    parser.feed(html)
+    assert parser.urls, "no assets referenced"
+    for url in parser.urls:
+        parsed = urlparse(url)
+        assert not parsed.scheme and not parsed.netloc, url
+
+
+def test_every_asset_of_index_html_is_served(locky_client):
+    parser = _Assets()
+    parser.feed(locky_client.simulate_get(UI).text)
+    paths = {urlparse(urljoin(UI, url)).path for url in parser.urls}
+    assert "/swagger/swagger-ui-bundle.js" in paths and "/swagger/swagger-ui.css" in paths
+    for path in paths:
+        result = locky_client.simulate_get(path)
+        assert result.status_code == 200, path
+        assert result.content, path
+        if path.endswith(".js"):
+            assert "javascript" in result.headers["content-type"], path
+        if path.endswith(".css"):
+            assert result.headers["content-type"].startswith("text/css"), path
+
+
+def test_the_initializer_loads_our_document_with_no_online_validator(locky_client):
+    parser = _Assets()
+    parser.feed(locky_client.simulate_get(UI).text)
+    scripts = [urlparse(urljoin(UI, u)).path for u in parser.urls if u.endswith(".js")]
+    initializers = []
+    for path in scripts:
+        text = locky_client.simulate_get(path).text
+        if "SwaggerUIBundle(" in text and "dom_id" in text:
+            initializers.append(text)
+    assert len(initializers) == 1, "exactly one script starts Swagger UI"
+    (script,) = initializers
+    # Comments may say "no petstore"; the code may not.
+    script = re.sub(r"^\s*//[^\n]*", "", re.sub(r"/\*.*?\*/", "", script, flags=re.S), flags=re.M)
+    assert re.search(r"validatorUrl\s*:\s*null", script)
+    assert not re.search(r"https?://", script)
+    assert "petstore" not in script.lower()
+    (url,) = re.findall(r"\burl\s*:\s*[\"']([^\"']+)[\"']", script)
+    assert urlparse(urljoin(UI, url)).path == DOC
+
+
+def test_swagger_needs_no_token(locky_client):
+    for path in (UI, DOC, "/swagger/swagger-ui-bundle.js"):
+        assert locky_client.simulate_get(path).status_code == 200
+
+
+def test_bare_swagger_redirects_to_the_ui(locky_client):
+    result = locky_client.simulate_get("/swagger")
+    assert result.status_code in (301, 302, 307, 308)
+    assert urlparse(result.headers["location"]).path == UI
+
+
+@pytest.mark.parametrize("name", ["nope.js", ".hidden", "..", "%2e%2e%2fapp.py", "..%2F..%2Fsettings.py", "NOTICE.bak"])
+def test_unknown_or_escaping_asset_names_are_404(locky_client, name):
+    result = locky_client.simulate_get(f"/swagger/{name}")
+    assert result.status_code == 404
+    assert isinstance(result.json, dict) and isinstance(result.json.get("title"), str)
