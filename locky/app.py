@@ -13,7 +13,7 @@ import orjson
 
 from locky import errors, spec
 from locky.context import Context
-from locky.middleware import Authentication, RequestContext
+from locky.middleware import JSON_UTF8, Authentication, RequestContext
 from locky.plugins import build_plugin_manager
 from locky.registry import ProviderError
 from locky.resources import swagger
@@ -71,7 +71,7 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) ->
     middleware = [RequestContext(settings.log_requests), Authentication(context)]
     for extra in pm.hook.locky_middleware(context=context):
         middleware.extend(extra or ())
-    app = LockyApp(middleware=middleware)
+    app = LockyApp(middleware=middleware, media_type=JSON_UTF8)
     # orjson renders response bodies ~10x faster than the json module.
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(
         dumps=orjson.dumps, loads=orjson.loads

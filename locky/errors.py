@@ -29,6 +29,9 @@ class Invalid(LockyError):
     def one(cls, field: str, message: str) -> "Invalid":
         return cls({field: message})
 
+    def __reduce__(self):  # picklable across processes (the default would pass args back)
+        return (Invalid, (self.fields,))
+
 
 class Conflict(Invalid):
     """A value that must be unique among live records is taken (also a 400)."""
@@ -36,6 +39,9 @@ class Conflict(Invalid):
     def __init__(self, field: str, message: str = "Already exists."):
         super().__init__({field: message})
         self.field = field
+
+    def __reduce__(self):
+        return (Conflict, (self.field, self.fields[self.field]))
 
 
 class NotFound(LockyError):

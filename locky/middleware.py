@@ -15,6 +15,7 @@ from locky.errors import Unauthorized
 from locky.records import Identity
 from locky.request_state import POLICY_REVISION
 
+JSON_UTF8 = "application/json; charset=utf-8"
 REQUEST_ID = re.compile(r"^[\x20-\x7e]{1,128}$")
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -40,6 +41,10 @@ class RequestContext:
 
     def process_response(self, req, resp, resource, req_succeeded) -> None:
         resp.set_header("X-Request-ID", req.context.request_id)
+        # Falcon labels JSON bodies (and its error bodies) plain application/json;
+        # the contract names the charset.
+        if resp.content_type == falcon.MEDIA_JSON:
+            resp.content_type = JSON_UTF8
         for name, value in SECURITY_HEADERS.items():
             if name == "Cache-Control" and resp.get_header(name):
                 continue

@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from marshmallow import RAISE, Schema, ValidationError, fields, pre_load, validate, validates
+from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate, validates
 
 READ_ONLY = ("id", "uuid", "created_at", "updated_at", "deleted_at", "builtin")
 ROLE_NAME = r"^[a-z][a-z0-9_-]{0,63}$"
 PERMISSION_PART = r"^[a-z*][a-z0-9_.:*-]{0,63}$"
-MAX_ID = 2**63 - 1
+MAX_ID = 2**63 - 1  # the largest id storage assigns (a signed 64-bit column)
+MAX_U64 = 2**64 - 1  # the largest id the contract allows a caller to name
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 # A conservative address check: ASCII only (no look-alike characters), one @, a dotted domain.
 EMAIL = re.compile(
@@ -45,6 +46,15 @@ class Timestamp(fields.Field):
 def plain_text(value: str) -> None:
     if CONTROL.search(value):
         raise ValidationError("Must not contain control characters.")
+
+
+def not_blank(value: str) -> None:
+    if value and not value.strip():
+        raise ValidationError("Must not be blank.")
+
+
+#: A display or group name: 1-255 characters, not only spaces, no control characters.
+NAME = [validate.Length(1, 255), not_blank, plain_text]
 
 
 def utf8_bytes(low: int, high: int):
@@ -113,7 +123,7 @@ class Email(fields.String):
 
 
 class UserRequestSchema(RequestSchema):
-    name = fields.String(required=True, validate=[validate.Length(1, 255), plain_text], **d("Display name, 1-255 characters."))
+    name = fields.String(required=True, validate=NAME, **d("Display name, 1-255 characters."))
     email = Email(required=True, validate=email_address, **d("Email address, unique among live users; stored trimmed and lowercased."))
     password = fields.String(required=True, validate=utf8_bytes(8, 72), **d("Password, 8-72 bytes of UTF-8; never returned."))
 
@@ -121,7 +131,7 @@ class UserRequestSchema(RequestSchema):
 class UserUpdateSchema(UserRequestSchema):
     """The same fields as registration, each optional."""
 
-    name = fields.String(validate=[validate.Length(1, 255), plain_text], **d("Display name, 1-255 characters."))
+    name = fields.String(validate=NAME, **d("Display name, 1-255 characters."))
     email = Email(validate=email_address, **d("Email address, unique among live users."))
     password = fields.String(validate=utf8_bytes(8, 72), **d("New password, 8-72 bytes of UTF-8."))
 
@@ -136,12 +146,12 @@ class RefreshRequestSchema(RequestSchema):
 
 
 class GroupRequestSchema(RequestSchema):
-    name = fields.String(required=True, validate=[validate.Length(1, 255), plain_text], **d("Group name, unique among live groups."))
+    name = fields.String(required=True, validate=NAME, **d("Group name, unique among live groups."))
     description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
 
 
 class GroupUpdateSchema(GroupRequestSchema):
-    name = fields.String(validate=[validate.Length(1, 255), plain_text], **d("Group name, unique among live groups."))
+    name = fields.String(validate=NAME, **d("Group name, unique among live groups."))
     description = fields.String(validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
 
 
@@ -259,25 +269,32 @@ class ListQuerySchema(Schema):
         unknown = RAISE
 
     limit = QueryInteger(load_default=50, validate=validate.Range(1, 500), **d("Page size, 1-500."))
-    after_id = QueryInteger(load_default=0, validate=validate.Range(0, MAX_ID), **d("Return records with id greater than this."))
+    after_id = QueryInteger(load_default=0, validate=validate.Range(0, MAX_U64), **d("Return records with id greater than this (unsigned 64-bit)."))
+
+    @post_load
+    def clamp_after_id(self, data, **kwargs):
+        # No stored id exceeds MAX_ID: a larger cursor is past the end, an empty page.
+        if "after_id" in data:
+            data["after_id"] = min(data["after_id"], MAX_ID)
+        return data
 
 
 class UserFilterSchema(ListQuerySchema):
-    email = Email(validate=validate.Length(1, 254), **d("Exact email."))
+    email = Email(validate=email_address, **d("Exact email (compared lowercased)."))
 
 
 class GroupFilterSchema(ListQuerySchema):
-    name = fields.String(validate=validate.Length(1, 255), **d("Exact name."))
+    name = fields.String(validate=NAME, **d("Exact name."))
 
 
 class MemberFilterSchema(ListQuerySchema):
     group_uuid = fields.String(validate=uuid4, **d("Exact group uuid."))
     user_uuid = fields.String(validate=uuid4, **d("Exact user uuid."))
-    role = fields.String(validate=validate.Length(1, 64), **d("Exact role name."))
+    role = fields.String(validate=Pattern(ROLE_NAME, error="Not a valid role name."), **d("Exact role name."))
 
 
 class RoleFilterSchema(ListQuerySchema):
-    name = fields.String(validate=validate.Length(1, 64), **d("Exact name."))
+    name = fields.String(validate=Pattern(ROLE_NAME, error="Not a valid role name."), **d("Exact name."))
 
 
 class AuthzQuerySchema(Schema):

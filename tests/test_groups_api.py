@@ -96,6 +96,7 @@ def test_name_uniqueness_is_exact(locky_client, locky_user):
         ({"name": 7}, {"name": None}),
         ({"name": None}, {"name": None}),
         ({"name": "bad\nname"}, {"name": None}),
+        ({"name": "  "}, {"name": "Must not be blank."}),
         ({"name": "ok", "description": "d" * 1025}, {"description": None}),
         ({"name": "ok", "description": 5}, {"description": None}),
         ({"name": "ok", "color": "blue"}, {"color": "Unknown field."}),
@@ -188,6 +189,8 @@ def test_list_pages_by_id_and_filters_by_name(locky_client, locky_user):
         ({"limit": "ten"}, "limit"),
         ({"after_id": "-1"}, "after_id"),
         ({"name": ""}, "name"),
+        ({"name": "n" * 256}, "name"),
+        ({"name": "tab\tname"}, "name"),
         ({"owner": "me"}, "owner"),
     ],
 )

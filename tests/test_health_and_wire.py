@@ -254,5 +254,16 @@ def test_responses_are_json_with_utf8(locky_client, locky_user):
         locky_client.simulate_get("/v1/internal/users/me", headers=locky_user.headers),
         locky_client.simulate_get("/v1/nothing"),
     ):
-        assert result.headers["content-type"].split(";")[0] == "application/json"
+        assert result.headers["content-type"] == "application/json; charset=utf-8"
         json.loads(result.content.decode("utf-8"))
+
+
+def test_every_json_body_names_utf8_errors_and_swagger_included(locky_client, locky_user):
+    for result in (
+        locky_client.simulate_get("/v1/internal/users"),  # 401
+        locky_client.simulate_delete(HEALTH),  # 405
+        locky_client.simulate_post("/v1/public/users/register", json={}),  # 400
+        locky_client.simulate_get("/v1/internal/users/999999", headers=locky_user.headers),  # 404
+        locky_client.simulate_get("/swagger/doc.json"),
+    ):
+        assert result.headers["content-type"] == "application/json; charset=utf-8", result.status_code

@@ -208,6 +208,8 @@ def test_filters_combine_and_page(locky_client, owner, group, friend):
         ({"user_uuid": "12"}, "user_uuid"),
         ({"role": ""}, "role"),
         ({"role": "r" * 65}, "role"),
+        ({"role": "Bad Role"}, "role"),
+        ({"role": "owner\n"}, "role"),
         ({"limit": "-3"}, "limit"),
         ({"group": "x"}, "group"),
     ],
@@ -268,3 +270,24 @@ def test_deleting_a_group_removes_its_memberships(locky_client, owner, group, fr
     # The user is still there, free to join a new group of the same name.
     again = create_group(locky_client, owner, "Team")
     assert add_member(locky_client, owner, again, friend.uuid)["group_uuid"] == again["uuid"]
+
+
+def test_a_group_that_is_gone_is_a_400_for_its_former_owner_too(locky_client, owner, friend):
+    # The owner's membership went with the group: the answer is about the body, not a 403.
+    gone = create_group(locky_client, owner, "Short-lived")
+    assert locky_client.simulate_delete(f"/v1/private/groups/{gone['id']}", headers=owner.headers).status_code == 204
+    assert_fields(post(locky_client, owner, {"group_uuid": gone["uuid"], "user_uuid": friend.uuid}),
+                  group_uuid="No such group.")
+
+
+def test_unknown_references_are_400_whoever_asks(locky_client, group, friend):
+    stranger = locky_client.account("stranger@example.com")
+    assert_fields(post(locky_client, stranger, {"group_uuid": NOBODY, "user_uuid": friend.uuid}),
+                  group_uuid="No such group.")
+    assert_fields(post(locky_client, stranger, {"group_uuid": group["uuid"], "user_uuid": NOBODY}),
+                  user_uuid="No such user.")
+    assert_fields(post(locky_client, stranger, {"group_uuid": group["uuid"], "user_uuid": friend.uuid, "role": "nosuchrole"}),
+                  role="No such role.")
+    # Valid references: now the policy speaks, and a stranger to the group is refused.
+    assert_error(post(locky_client, stranger, {"group_uuid": group["uuid"], "user_uuid": friend.uuid}),
+                 403, "403 Forbidden")

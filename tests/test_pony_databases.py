@@ -121,6 +121,22 @@ def _open_and_count(barrier, url: str) -> int:
 def test_concurrent_first_starts_create_the_schema_once(database_url):
     results = in_processes(_open_and_count, [(database_url,)] * 3)
     assert results == [0, 0, 0]
+
+
+def _start_app_and_count_roles(barrier, url: str) -> int:
+    barrier.wait(timeout=60)
+    app = app_for(url)  # schema, then the built-in roles from the policy files
+    try:
+        return app.context.storage.roles.count()
+    finally:
+        app.close()
+
+
+def test_workers_starting_together_on_a_new_database_all_start(database_url):
+    # Each app writes the built-in roles at start; the race between them must not stop one.
+    results = in_processes(_start_app_and_count_roles, [(database_url,)] * 4)
+    assert results == [6, 6, 6, 6], results
+    assert raw(database_url, "SELECT COUNT(*) FROM locky_roles WHERE builtin AND del_token = 0") == [(6,)]
     assert raw(database_url, "SELECT COUNT(*) FROM locky_meta") == [(2,)]
 
 

@@ -145,6 +145,11 @@ def test_names_outside_1_to_255_characters_are_400(locky_client, name):
     assert_fields(register(locky_client, name=name), "name")
 
 
+@pytest.mark.parametrize("name", [" ", "   ", "\u3000"])
+def test_a_name_of_only_spaces_is_400(locky_client, name):
+    assert assert_fields(register(locky_client, name=name), "name") == {"name": "Must not be blank."}
+
+
 # -- email -----------------------------------------------------------------------
 
 

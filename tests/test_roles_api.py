@@ -308,6 +308,7 @@ def test_list_pages_and_counts_custom_and_builtin_roles(locky_client, locky_admi
     assert rest["roles"][-3:] == custom and rest["next_after_id"] is None
     assert count(locky_client, locky_user, "roles") == 9
     assert count(locky_client, locky_user, "roles", name="r1") == 1
-    for params, field in (({"name": ""}, "name"), ({"builtin": "true"}, "builtin"), ({"limit": "x"}, "limit")):
+    for params, field in (({"name": ""}, "name"), ({"name": "Bad Name"}, "name"), ({"name": "x" * 65}, "name"),
+                          ({"builtin": "true"}, "builtin"), ({"limit": "x"}, "limit")):
         assert_fields(locky_client.simulate_get("/v1/internal/roles", params=params, headers=locky_user.headers), field)
     assert_not_found(locky_client.simulate_get("/v1/internal/roles/9999", headers=locky_user.headers))

@@ -117,6 +117,8 @@ def test_limit_defaults_to_50_and_allows_1_to_500(locky_client, locky_user):
         ({"after_id": "-1"}, "after_id"),
         ({"after_id": "abc"}, "after_id"),
         ({"after_id": str(2**64)}, "after_id"),
+        ({"email": "not-an-email"}, "email"),
+        ({"email": ""}, "email"),
         ({"sort": "name"}, "sort"),
         ({"password": "x"}, "password"),
     ],
@@ -127,14 +129,24 @@ def test_bad_query_values_are_field_400s(locky_client, locky_user, params, field
     assert_fields(locky_client.simulate_get(f"{USERS}/count", params=params, headers=locky_user.headers), field)
 
 
+@pytest.mark.parametrize("after_id", [2**63 - 1, 2**63, 2**64 - 1])
+def test_any_unsigned_64_bit_cursor_past_the_end_is_an_empty_last_page(locky_client, locky_user, after_id):
+    result = locky_client.simulate_get(USERS, params={"after_id": str(after_id)}, headers=locky_user.headers)
+    assert result.status_code == 200, result.text
+    assert result.json == {"users": [], "next_after_id": None}
+
+
 def test_email_filter_is_exact_and_case_insensitive(locky_client, locky_user, people):
     for query in ("person2@example.com", "PERSON2@Example.com"):
         body = page(locky_client, locky_user, email=query)
         assert body == {"users": [people[2]], "next_after_id": None}
         assert count(locky_client, locky_user, email=query) == 1
-    for query in ("person2@example", "person@example.com", "erson2@example.com", "nobody@example.com"):
+    for query in ("person@example.com", "erson2@example.com", "nobody@example.com"):
         assert page(locky_client, locky_user, email=query)["users"] == []
         assert count(locky_client, locky_user, email=query) == 0
+    # A value no user can hold is a bad query value, not an empty match.
+    result = locky_client.simulate_get(USERS, params={"email": "person2@example"}, headers=locky_user.headers)
+    assert_fields(result, email="Not a valid email address.")
 
 
 # -- count, get, me ----------------------------------------------------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import falcon
 
+from locky.middleware import JSON_UTF8
 from locky.routes import Operation, Route
 
 STATIC = Path(__file__).resolve().parent.parent / "static" / "swagger"
@@ -20,7 +21,7 @@ class SwaggerDocument:
         self.body = json.dumps(document, indent=2).encode()
 
     def on_get(self, req, resp):
-        resp.content_type = falcon.MEDIA_JSON
+        resp.content_type = JSON_UTF8
         resp.data = self.body
 
 

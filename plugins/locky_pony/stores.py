@@ -292,7 +292,9 @@ class RoleStore(Collection):
     def _after_delete(self, row) -> None:
         self._bump()
 
-    @transaction
+    # Worker processes starting together on a new database all insert the built-in
+    # roles: the loser of that race runs again, finds the winner's rows, and is done.
+    @transaction(retries=5, retry_conflicts=True)
     def sync_builtin(self, roles) -> None:
         wanted = {role.name: role for role in roles}
         now = utcnow()
