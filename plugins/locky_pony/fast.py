@@ -77,12 +77,25 @@ class Reads:
             self.connect_args = bind
         self.placeholder = "?" if self.direct == "sqlite" else "%s"
         self.local = threading.local()
+        self._statements: list[str] = []
         self._pony = transaction(self._pony_select)
 
-    def prepare(self, sql: str) -> tuple[str, str]:
-        """(the SQL for the direct connection, the SQL for ``db.select``)"""
+    def prepare(self, sql: str) -> tuple[Any, str]:
+        """(what the direct connection runs, the SQL for ``db.select``).
+
+        On PostgreSQL the direct form is a server-side prepared statement, ``(name,
+        PREPARE text, EXECUTE text)``: parsed and planned once per connection instead of
+        on every request (the read path's statements are few and fixed).
+        """
         count = sql.count("{}")
-        return sql.format(*[self.placeholder] * count), sql.format(*[f"$p{i}" for i in range(count)])
+        pony = sql.format(*[f"$p{i}" for i in range(count)])
+        if self.direct == "postgres":
+            name = f"locky_read_{len(self._statements)}"
+            self._statements.append(name)
+            text = sql.format(*[f"${i + 1}" for i in range(count)])
+            execute = f"EXECUTE {name}" + (f" ({', '.join(['%s'] * count)})" if count else "")
+            return (name, f"PREPARE {name} AS {text}", execute), pony
+        return sql.format(*[self.placeholder] * count), pony
 
     def select(self, prepared: tuple[str, str], params: tuple) -> list:
         if self.direct is None:
@@ -91,7 +104,14 @@ class Reads:
             try:
                 cursor = self._connection().cursor()
                 try:
-                    cursor.execute(prepared[0], params)
+                    if self.direct == "postgres":
+                        name, prepare, execute = prepared[0]
+                        if name not in self.local.prepared:
+                            cursor.execute(prepare)
+                            self.local.prepared.add(name)
+                        cursor.execute(execute, params)
+                    else:
+                        cursor.execute(prepared[0], params)
                     return cursor.fetchall()
                 finally:
                     cursor.close()
@@ -129,6 +149,7 @@ class Reads:
             connection.autocommit = True
             connection.set_session(readonly=True, autocommit=True)
         local.connection, local.pid = connection, os.getpid()
+        local.prepared = set()  # statements prepared on this connection
         return connection
 
     def _drop(self) -> None:
