@@ -65,13 +65,19 @@ def prepare_database(engine: str, workdir: Path, pg_url: str, name: str = BENCH_
         for suffix in ("", "-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
         return f"sqlite:///{path}"
+    return _recreate_postgres(pg_url, name)
+
+
+def _recreate_postgres(pg_url: str, name: str, template: str | None = None) -> str:
+    """Database ``name`` on the server of ``pg_url``, dropped first if there, empty or a
+    copy of ``template``; its URL."""
     from locky.testing.databases import connect, with_database
 
     connection = connect(pg_url)
     try:
         with connection.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            cursor.execute(f"CREATE DATABASE {name}")
+            cursor.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
     finally:
         connection.close()
     return with_database(pg_url, name)
@@ -91,16 +97,7 @@ def copy_database(engine: str, source_url: str, workdir: Path, pg_url: str, name
             src.close()
             dst.close()
         return target
-    from locky.testing.databases import connect, with_database
-
-    connection = connect(pg_url)
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            cursor.execute(f"CREATE DATABASE {name} TEMPLATE {source_url.rsplit('/', 1)[1]}")
-    finally:
-        connection.close()
-    return with_database(pg_url, name)
+    return _recreate_postgres(pg_url, name, template=source_url.rsplit("/", 1)[1])
 
 
 def drop_databases(engine: str, pg_url: str, names: list[str]) -> None:

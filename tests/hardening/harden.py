@@ -99,12 +99,21 @@ class Evidence:
                     found.append(f"a token in the {seen.status} body of {seen.where}: {seen.text[:200]}")
                 found += [f"a secret in the {seen.status} body of {seen.where}" for s in known if s in seen.text]
         for where, text in self.logs[since[1]:]:
-            if BCRYPT_HASH.search(text):
-                found.append(f"a bcrypt hash in {where}")
-            if JWT_SHAPE.search(text):
-                found.append(f"a token in {where}: {JWT_SHAPE.search(text).group()[:40]}...")
-            found += [f"a password or token in {where}" for s in known if s in text]
+            found += scan_text(where, text, known)
         return found
+
+
+def scan_text(where: str, text: str, secrets) -> list[str]:
+    """Every secret that shows in ``text``: a bcrypt hash, anything JWT-shaped, or one of
+    ``secrets`` (known passwords and tokens)."""
+    found = []
+    if BCRYPT_HASH.search(text):
+        found.append(f"a bcrypt hash in {where}")
+    token = JWT_SHAPE.search(text)
+    if token:
+        found.append(f"a token in {where}: {token.group()[:40]}...")
+    found += [f"a password or token in {where}" for secret in secrets if secret in text]
+    return found
 
 
 EVIDENCE = Evidence(secrets={TEST_SECRET})

@@ -15,7 +15,7 @@ import pytest
 
 from locky.testing import make_settings
 
-from harden import BCRYPT_HASH, JWT_SHAPE, OTHER, http, query, served
+from harden import BCRYPT_HASH, OTHER, http, query, scan_text, served
 
 SECRET_PASSWORD = "s3cret-Password-never-logged"
 NEW_PASSWORD = "n3w-Password-never-logged"
@@ -80,14 +80,7 @@ def flow(send) -> dict:
 
 
 def scan(texts: dict[str, str], secrets: list[str]) -> list[str]:
-    found = []
-    for where, text in texts.items():
-        if BCRYPT_HASH.search(text):
-            found.append(f"a bcrypt hash in {where}")
-        if JWT_SHAPE.search(text):
-            found.append(f"a token in {where}")
-        found += [f"a secret in {where}" for secret in secrets if secret in text]
-    return found
+    return [leak for where, text in texts.items() for leak in scan_text(where, text, secrets)]
 
 
 def test_in_process_logs_and_bodies(locky_client, locky_app, caplog, locky_database_url):
