@@ -219,12 +219,7 @@ class FastCollection:
         return self.columns.build(rows[0]) if rows else None
 
     def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page:
-        unknown = set(filters) - set(self.store.filters)
-        if unknown:
-            raise ValueError(f"unknown filter(s): {', '.join(sorted(unknown))}")
-        given = {k: v for k, v in filters.items() if v is not None}
-        if isinstance(given.get("email"), str):
-            given["email"] = given["email"].lower()  # as UserStore._query
+        given = self.store.given_filters(filters)
         names = tuple(sorted(given))
         sql = self._list_sql.get(names)
         if sql is None:

@@ -96,12 +96,18 @@ class Collection:
         row = self.entity.get(uuid=uuid) if isinstance(uuid, str) else None
         return None if row is None or row.del_token else self.to_record(row)
 
-    def _query(self, filters: dict[str, Any]):
+    def given_filters(self, filters: dict[str, Any]) -> dict[str, Any]:
+        """The filters to apply, as stored values: unknown names are a ``ValueError``,
+        ``None`` means "not given". Both read paths (entities here, plain SQL in
+        ``fast.py``) go through this."""
         unknown = set(filters) - set(self.filters)
         if unknown:
             raise ValueError(f"unknown filter(s): {', '.join(sorted(unknown))}")
+        return {k: v for k, v in filters.items() if v is not None}
+
+    def _query(self, filters: dict[str, Any]):
         query = self.entity.select(lambda r: r.del_token == 0)
-        given = {k: v for k, v in filters.items() if v is not None}
+        given = self.given_filters(filters)
         return query.filter(**given) if given else query
 
     @transaction
@@ -149,8 +155,11 @@ def _email(value):
 class UserStore(Collection):
     filters = ("email",)
 
-    def _query(self, filters: dict[str, Any]):
-        return super()._query({k: _email(v) if k == "email" else v for k, v in filters.items()})
+    def given_filters(self, filters: dict[str, Any]) -> dict[str, Any]:
+        given = super().given_filters(filters)
+        if "email" in given:
+            given["email"] = _email(given["email"])
+        return given
 
     @transaction
     def create(self, *, name: str, email: str, password_hash: str) -> User:
