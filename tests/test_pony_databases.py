@@ -8,7 +8,6 @@ them; every test gets an empty database.
 from __future__ import annotations
 
 import multiprocessing
-import sqlite3
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,6 +17,7 @@ from locky.app import create_app
 from locky.settings import SettingsError
 from locky.testing import ADMIN_EMAIL, PASSWORD, LockyClient, make_settings
 from locky.testing.databases import connect, engine
+from locky.testing.databases import run_sql as raw
 from locky_pony import PonyStorage
 from locky_pony.entities import SCHEMA_VERSION
 
@@ -25,25 +25,6 @@ from proxy import TcpProxy
 
 DRIVER_WORDS = ("psycopg", "pymysql", "sqlite", "operationalerror", "interfaceerror", "pony",
                 "traceback", "connection refused", "server closed", "lost connection")
-
-
-def raw(url: str, sql: str, *params) -> list[tuple]:
-    """Run one statement on the database of ``url`` with the plain driver."""
-    if engine(url) == "sqlite":
-        connection = sqlite3.connect(urlsplit(url).path)
-        try:
-            rows = connection.execute(sql.replace("%s", "?"), params).fetchall()
-            connection.commit()
-            return rows
-        finally:
-            connection.close()
-    connection = connect(url)
-    try:
-        cursor = connection.cursor()
-        cursor.execute(sql, params)
-        return list(cursor.fetchall()) if cursor.description else []
-    finally:
-        connection.close()
 
 
 def meta_key(url: str) -> str:

@@ -64,6 +64,29 @@ def connect(url: str, *, autocommit: bool = True, timeout: int = 5):
     raise ValueError("connect() is for PostgreSQL and MySQL URLs")
 
 
+def run_sql(url: str, sql: str, *params: Any) -> list[tuple]:
+    """Run one statement (``%s`` placeholders) on the database of ``url``, SQLite
+    included, with the plain driver and committed; its rows, or ``[]`` when it has none.
+    For tests that look at storage, or change it, under the service's feet."""
+    if engine(url) == "sqlite":
+        import sqlite3
+
+        connection = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30)
+        try:
+            rows = connection.execute(sql.replace("%s", "?"), params).fetchall()
+            connection.commit()
+            return rows
+        finally:
+            connection.close()
+    connection = connect(url)
+    try:
+        cursor = connection.cursor()
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description else []
+    finally:
+        connection.close()
+
+
 def unreachable(url: str) -> str | None:
     """Why the server of ``url`` cannot be used, or ``None`` when it answers."""
     try:

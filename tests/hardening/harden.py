@@ -14,17 +14,17 @@ from http.client import HTTPConnection
 import json
 import os
 import re
-import secrets
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 
 from locky.testing import ADMIN_EMAIL, TEST_SECRET, LockyClient
+from locky.testing.databases import run_sql, scratch_database, unreachable
 from locky.testing.server import ServerProcess, locky_server
 
 PG_URL = os.environ.get("LOCKY_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
@@ -210,28 +210,8 @@ def account(server: ServerProcess, email: str, password: str = STRONG, name: str
 # ---------------------------------------------------------------------------
 
 
-def _pg(url: str, database: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + database, "", ""))
-
-
-def _pg_connect(url: str):
-    import psycopg2
-
-    parts = urlsplit(url)
-    connection = psycopg2.connect(host=parts.hostname, port=parts.port or 5432, user=parts.username or "postgres",
-                                  password=parts.password or "", dbname=parts.path.strip("/") or "test",
-                                  connect_timeout=3)
-    connection.autocommit = True
-    return connection
-
-
 def pg_unreachable() -> str | None:
-    try:
-        _pg_connect(PG_URL).close()
-    except Exception as exc:  # ImportError too: no driver, no PostgreSQL
-        return f"PostgreSQL at {PG_URL} is not usable: {type(exc).__name__}: {str(exc).strip()[:200]}"
-    return None
+    return unreachable(PG_URL)
 
 
 @contextmanager
@@ -246,32 +226,9 @@ def fresh_database(backend: str, tmp_path: Path) -> Iterator[str]:
         if REQUIRE_BACKENDS:
             pytest.fail(reason + " (LOCKY_REQUIRE_BACKENDS=1)")
         pytest.skip(reason)
-    name = "locky_hardening_" + secrets.token_hex(5)
-    admin = _pg_connect(PG_URL)
-    try:
-        admin.cursor().execute(f'CREATE DATABASE "{name}"')
-        try:
-            yield _pg(PG_URL, name)
-        finally:
-            admin.cursor().execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        admin.close()
+    with scratch_database(PG_URL, prefix="locky_hardening_") as scratch:
+        yield scratch.url
 
 
-def query(database_url: str, sql: str, *args: Any) -> list[tuple]:
-    """Rows of one SQL query straight from the database, under the service's feet."""
-    if database_url.startswith("sqlite:"):
-        import sqlite3
-
-        connection = sqlite3.connect(database_url.removeprefix("sqlite:///"), timeout=30)
-        try:
-            return connection.execute(sql.replace("%s", "?"), args).fetchall()
-        finally:
-            connection.close()
-    connection = _pg_connect(database_url)
-    try:
-        cursor = connection.cursor()
-        cursor.execute(sql, args)
-        return cursor.fetchall()
-    finally:
-        connection.close()
+#: Rows of one SQL query straight from the database, under the service's feet.
+query = run_sql
