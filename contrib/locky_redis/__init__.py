@@ -63,53 +63,43 @@ class _Through:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-
-class _Users(_Through):
-    def update(self, id, **changes):
-        try:
-            return self._inner.update(id, **changes)
-        finally:
-            self._owner.changed(USERS)
-
-    def delete(self, id):
-        try:
-            return self._inner.delete(id)
-        finally:
-            self._owner.changed(USERS)  # also ends the user's sessions
-
-
-class _Roles(_Through):
-    def _write(self, method: str, *args, **kwargs):
+    def _write(self, what: str, method: str, *args, **kwargs):
+        """The wrapped store's ``method``, then (whatever its outcome) ``what`` announced
+        as changed: a write that failed half-way may still have changed something."""
         try:
             return getattr(self._inner, method)(*args, **kwargs)
         finally:
-            self._owner.changed(REVISION)
+            self._owner.changed(what)
 
-    def create(self, **fields):
-        return self._write("create", **fields)
 
+class _Users(_Through):
     def update(self, id, **changes):
-        return self._write("update", id, **changes)
+        return self._write(USERS, "update", id, **changes)
 
     def delete(self, id):
-        return self._write("delete", id)
+        return self._write(USERS, "delete", id)  # also ends the user's sessions
+
+
+class _Roles(_Through):
+    def create(self, **fields):
+        return self._write(REVISION, "create", **fields)
+
+    def update(self, id, **changes):
+        return self._write(REVISION, "update", id, **changes)
+
+    def delete(self, id):
+        return self._write(REVISION, "delete", id)
 
     def sync_builtin(self, roles):
-        return self._write("sync_builtin", roles)
+        return self._write(REVISION, "sync_builtin", roles)
 
 
 class _Grants(_Through):
     def grant(self, user_uuid, role):
-        try:
-            return self._inner.grant(user_uuid, role)
-        finally:
-            self._owner.changed(REVISION)
+        return self._write(REVISION, "grant", user_uuid, role)
 
     def revoke(self, user_uuid, role):
-        try:
-            return self._inner.revoke(user_uuid, role)
-        finally:
-            self._owner.changed(REVISION)
+        return self._write(REVISION, "revoke", user_uuid, role)
 
 
 class _Sessions(_Through):
@@ -126,16 +116,10 @@ class _Sessions(_Through):
         return found
 
     def rotate(self, uuid, presented_jti, new_jti):
-        try:
-            return self._inner.rotate(uuid, presented_jti, new_jti)
-        finally:
-            self._owner.changed(SESSION + uuid)
+        return self._write(SESSION + uuid, "rotate", uuid, presented_jti, new_jti)
 
     def revoke(self, uuid):
-        try:
-            return self._inner.revoke(uuid)
-        finally:
-            self._owner.changed(SESSION + uuid)
+        return self._write(SESSION + uuid, "revoke", uuid)
 
 
 class CachingStorage:
