@@ -62,13 +62,13 @@ def classify(exc: BaseException) -> str:
         return LOST
     root = root_cause(exc)
     if isinstance(root, core.IsolationError):
-        return TRANSIENT  # Pony's optimistic check: a row changed under us; read it again
+        # Pony's optimistic check: another transaction changed the row first (an update
+        # racing a delete); nothing was written, and the retry sees the other's result.
+        return TRANSIENT
     names = _names(root)
     if "IntegrityError" in names:
         return CONFLICT
-    if isinstance(exc, core.IsolationError) or isinstance(root, core.IsolationError):
-        # Pony's optimistic check: another transaction changed the row first (an update
-        # racing a delete); nothing was written, and the retry sees the other's result.
+    if isinstance(exc, core.IsolationError):  # the same check, wrapped around another cause
         return TRANSIENT
     module = type(root).__module__ or ""
     if module.startswith("psycopg2"):
