@@ -188,7 +188,7 @@ LOADERS = {"postgres": load_postgres, "mysql": load_mysql, "sqlite": load_sqlite
 def plans(engine: str, url: str, users: int) -> list[tuple[str, str, bool]]:
     """``(what, plan summary, uses an index)`` for the statements behind each request."""
     q = "`" if engine == "mysql" else '"'
-    # As plugins/locky_pony/fast.py writes them (with its index hint on MariaDB).
+    # As plugins/locky_pony/reads.py writes them (with its index hint on MariaDB).
     users_from = "locky_users IGNORE INDEX (idx_locky_users__del_token_id)" if engine == "mysql" else "locky_users"
     statements = {
         "page at the start": f"SELECT * FROM {users_from} WHERE del_token = 0 AND id > 0 ORDER BY id LIMIT 51",

@@ -6,7 +6,9 @@ else may change between releases.
 
 from locky.app import LockyApp, create_app
 from locky.context import Context
-from locky.errors import Conflict, Forbidden, Invalid, LockyError, Locked, NotFound, Unauthorized, Unavailable
+from locky.errors import (
+    Conflict, Forbidden, Invalid, LockyError, Locked, NotFound, SchemaError, Unauthorized, Unavailable,
+)
 from locky.events import Event
 from locky.media import load, read_json
 from locky.plugins import hookimpl
@@ -15,11 +17,13 @@ from locky.providers import (
     BuiltinRole,
     Claims,
     IssuedToken,
+    Migration,
     PasswordHasher,
+    SchemaState,
     Storage,
     TokenBackend,
 )
-from locky.records import Group, Identity, Member, Page, Permission, Role, Session, User
+from locky.records import Authenticated, Group, Identity, Member, Page, Permission, Role, Session, User
 from locky.registry import ProviderError, Registry
 from locky.routes import Operation, Route
 from locky.settings import Settings, SettingsError
@@ -27,6 +31,7 @@ from locky.settings import Settings, SettingsError
 __version__ = "1.0.0"
 
 __all__ = [
+    "Authenticated",
     "Authorizer",
     "BuiltinRole",
     "Claims",
@@ -42,6 +47,7 @@ __all__ = [
     "LockyApp",
     "LockyError",
     "Member",
+    "Migration",
     "NotFound",
     "Operation",
     "Page",
@@ -51,6 +57,8 @@ __all__ = [
     "Registry",
     "Role",
     "Route",
+    "SchemaError",
+    "SchemaState",
     "Session",
     "Settings",
     "SettingsError",

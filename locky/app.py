@@ -13,6 +13,7 @@ import orjson
 
 from locky import errors, spec
 from locky.context import Context
+from locky.migrations import prepare_storage
 from locky.middleware import JSON_UTF8, Authentication, RequestContext
 from locky.plugins import build_plugin_manager
 from locky.registry import ProviderError
@@ -50,15 +51,17 @@ class LockyApp(falcon.App):
 def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) -> LockyApp:
     """Build a Locky app: plugin manager, providers, routes and Swagger document.
 
-    ``settings`` defaults to :meth:`Settings.load` (environment and TOML);
+    ``settings`` defaults to :meth:`Settings.load` (environment and TOML); given
+    settings are the whole configuration: nothing else is read from the environment.
     ``plugins`` are extra plugin objects registered after installed ones.
     Raises :class:`~locky.settings.SettingsError` on anything that must stop startup.
     """
     settings = (settings or Settings.load()).with_secret()
-    pm = build_plugin_manager(settings.plugins, plugins)
+    pm = build_plugin_manager(settings, plugins)
     context = Context(settings, pm)
     try:
         context.build_providers()
+        prepare_storage(context.storage, settings)
         context.storage.roles.sync_builtin(context.authorizer.builtin_roles())
         routes = _collect_routes(context)
     except ProviderError as exc:
@@ -68,7 +71,10 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) ->
         context.close()
         raise
 
-    middleware = [RequestContext(settings.log_requests), Authentication(context)]
+    document = spec.build(routes, pm.hook, context)
+    mounted = routes + swagger.routes(document)
+    # Whether each operation is public is read from the same table as the Swagger document.
+    middleware = [RequestContext(settings.log_requests), Authentication(context, mounted)]
     for extra in pm.hook.locky_middleware(context=context):
         middleware.extend(extra or ())
     app = LockyApp(middleware=middleware, media_type=JSON_UTF8)
@@ -79,8 +85,7 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) ->
     app.req_options.strip_url_path_trailing_slash = True
     app.router_options.converters["id"] = IdConverter
     errors.install(app)
-    document = spec.build(routes, pm.hook, context)
-    for route in routes + swagger.routes(document):
+    for route in mounted:
         app.add_route(route.path, route.resource, **({"suffix": route.suffix} if route.suffix else {}))
     app.context, app.routes, app.swagger = context, routes, document
     try:

@@ -71,9 +71,14 @@ class Context:
         own: bool = False,
     ) -> bool:
         """The authorizer's decision, vetoable by ``locky_check_access`` plugins and
-        announced to ``locky_decision`` observers."""
+        announced to ``locky_decision`` observers.
+
+        The authorizer gets ``identity.policy_revision`` (the revision read with the
+        caller's session at authentication), so the decision needs no second read of it.
+        """
         scope = {"group_uuid": group_uuid, "own": own}
-        allowed = self.authorizer.is_allowed(identity.user, resource, action, group_uuid=group_uuid, own=own)
+        allowed = self.authorizer.is_allowed(identity.user, resource, action, group_uuid=group_uuid, own=own,
+                                             policy_revision=identity.policy_revision)
         if allowed:
             vetoes = self.hook.locky_check_access(
                 context=self, identity=identity, resource=resource, action=action, scope=scope

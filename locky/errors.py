@@ -11,7 +11,22 @@ from typing import Mapping
 
 import falcon
 
+from locky.settings import SettingsError
+
 log = logging.getLogger("locky")
+
+
+class SchemaError(SettingsError):
+    """The database's schema is not one this code can serve: ahead of the code, behind
+    it with automatic migration off, or a migration step failed. Stops startup."""
+
+
+#: The messages for a membership whose group, user or role is not a live record.
+MISSING_REFERENCE = {
+    "group_uuid": "No such group.",
+    "user_uuid": "No such user.",
+    "role": "No such role.",
+}
 
 
 class LockyError(Exception):
@@ -28,6 +43,12 @@ class Invalid(LockyError):
     @classmethod
     def one(cls, field: str, message: str) -> "Invalid":
         return cls({field: message})
+
+    @classmethod
+    def missing(cls, field: str) -> "Invalid":
+        """A membership reference (``group_uuid``, ``user_uuid``, ``role``) that names
+        no live record, with the one message :data:`MISSING_REFERENCE` gives it."""
+        return cls({field: MISSING_REFERENCE[field]})
 
     def __reduce__(self):  # picklable across processes (the default would pass args back)
         return (Invalid, (self.fields,))

@@ -7,13 +7,14 @@ import logging
 import re
 import time
 import uuid
+from typing import Iterable
 
 import falcon
 import orjson
 
 from locky.errors import Unauthorized
 from locky.records import Identity
-from locky.request_state import POLICY_REVISION
+from locky.routes import Route, public_requests
 
 JSON_UTF8 = "application/json; charset=utf-8"
 REQUEST_ID = re.compile(r"^[\x20-\x7e]{1,128}$")
@@ -67,29 +68,26 @@ class RequestContext:
 
 
 class Authentication:
-    """Sets ``req.context.identity`` for every resource that is not ``public``.
+    """Sets ``req.context.identity`` for every operation not declared public.
 
+    Whether an operation is public is read from the route table (``Operation.public``,
+    the same declaration the Swagger document shows), looked up by the request's URI
+    template and method; a method no route declares needs credentials (fail closed).
     Plugins get the first look through ``locky_authenticate``; then the configured
-    token backend checks an ``Authorization: Bearer`` access token, and storage
-    confirms that its session is live and its user not deleted.
+    token backend checks an ``Authorization: Bearer`` access token, and one storage
+    read (``SessionStore.authenticate``) confirms that its session is live and its
+    user not deleted, and gives the policy revision this request decides with.
     """
 
-    def __init__(self, context):
+    def __init__(self, context, routes: Iterable[Route]):
         self.context = context
-        # One query for session, user and policy revision when storage offers it.
-        self.authenticate = getattr(context.storage, "authenticate", None)
-
-    def process_request(self, req, resp) -> None:
-        POLICY_REVISION.set(None)
+        self.public = public_requests(routes)
 
     def process_resource(self, req, resp, resource, params) -> None:
-        if resource is None or getattr(resource, "public", False) or req.method == "OPTIONS":
-            return
+        if resource is None or (req.uri_template, req.method) in self.public:
+            return  # no resource: Falcon answers 404
         identity = self.context.hook.locky_authenticate(req=req, context=self.context)
         req.context.identity = identity or self.bearer(req)
-
-    def process_response(self, req, resp, resource, req_succeeded) -> None:
-        POLICY_REVISION.set(None)  # the revision read at authentication is this request's only
 
     def bearer(self, req) -> Identity:
         header = req.get_header("Authorization")
@@ -99,17 +97,9 @@ class Authentication:
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Use the Bearer scheme: Authorization: Bearer <token>.")
         claims = self.context.tokens.verify(token.strip(), kind="access")
-        if self.authenticate is not None:
-            found = self.authenticate(claims.session_uuid)
-            if found is None:
-                raise Unauthorized("The token has been revoked.")
-            session, user, revision = found
-            POLICY_REVISION.set(revision)
-        else:
-            found = self.context.storage.sessions.identity(claims.session_uuid)
-            if found is None:
-                raise Unauthorized("The token has been revoked.")
-            session, user = found
-        if user.uuid != claims.subject:
+        found = self.context.storage.sessions.authenticate(claims.session_uuid)
+        if found is None:
+            raise Unauthorized("The token has been revoked.")
+        if found.user.uuid != claims.subject:
             raise Unauthorized("The token is invalid.")
-        return Identity(user=user, session_uuid=session.uuid)
+        return Identity(user=found.user, session_uuid=found.session.uuid, policy_revision=found.policy_revision)

@@ -1,22 +1,26 @@
 """The plugin manager: one per app, holding the bundled plugins, installed ones and extras.
 
-Bundled plugins are registered first, then packages found through the ``locky``
-entry-point group, then modules named in ``LOCKY_PLUGINS``, then plugin objects
-passed to :func:`locky.create_app`. ``LOCKY_BLOCK_PLUGINS`` (comma-separated names)
-keeps named plugins out, ``LOCKY_TRACE_PLUGINS=1`` logs every hook call.
+Everything comes from the app's :class:`~locky.settings.Settings`, never from the
+environment directly. Bundled plugins are registered first, then packages found through
+the ``locky`` entry-point group (``autoload_plugins``), then modules named in ``plugins``
+(``LOCKY_PLUGINS``), then plugin objects passed to :func:`locky.create_app`.
+``block_plugins`` keeps named plugins out, ``trace_plugins`` logs every hook call.
+
+An installed entry point that implements ``locky_authenticate`` adds a way into the API,
+so it is loaded only when ``plugins`` names it: installing a package must not open a door.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import logging
-import os
 from typing import Any, Iterable
 
 import pluggy
 
 from locky import hookspecs
-from locky.settings import SettingsError
+from locky.settings import Settings, SettingsError
 
 ENTRY_POINT_GROUP = "locky"
 hookimpl = pluggy.HookimplMarker("locky")
@@ -30,31 +34,40 @@ DEFAULT_PLUGINS = (
     "locky_casbin",
 )
 
+#: Hooks that let a caller in: an installed entry point implementing one is loaded only
+#: when the ``plugins`` setting names it.
+WAYS_IN = ("locky_authenticate",)
+
 log = logging.getLogger("locky.plugins")
 
 
-def build_plugin_manager(
-    module_names: Iterable[str] = (), plugins: Iterable[Any] = (), environ=None
-) -> pluggy.PluginManager:
-    """A fresh plugin manager with every plugin this app should have, checked."""
-    environ = os.environ if environ is None else environ
+def build_plugin_manager(settings: Settings | None = None, plugins: Iterable[Any] = ()) -> pluggy.PluginManager:
+    """A fresh plugin manager with every plugin ``settings`` asks for, checked.
+
+    ``settings`` defaults to ``Settings()`` (the defaults, not the environment).
+    """
+    if settings is None:
+        settings = Settings()
+    elif not isinstance(settings, Settings):
+        raise TypeError(f"build_plugin_manager takes the app's Settings, not {type(settings).__name__}")
     pm = pluggy.PluginManager("locky")
     pm.add_hookspecs(hookspecs)
     # Historic: plugins registered later still get the call and can add their hookspecs.
     pm.hook.locky_addhooks.call_historic(kwargs={"pluginmanager": pm})
-    for name in _split(environ.get("LOCKY_BLOCK_PLUGINS", "")):
+    for name in settings.block_plugins:
         pm.set_blocked(name)
     for name in DEFAULT_PLUGINS:
         if not pm.is_blocked(name):
             pm.register(importlib.import_module(name), name=name)
-    pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-    for name in module_names:
+    _load_entry_points(pm, named=settings.plugins, autoload=settings.autoload_plugins)
+    for name in settings.plugins:
         if pm.is_blocked(name) or pm.get_plugin(name) is not None:
-            continue
+            continue  # blocked, or an entry point of that name loaded above
         try:
             module = importlib.import_module(name)
         except ImportError as exc:
-            raise SettingsError(f"LOCKY_PLUGINS names {name!r}, which cannot be imported: {exc}") from None
+            raise SettingsError(f"LOCKY_PLUGINS names {name!r}, which is neither an installed `locky`"
+                                f" entry point nor importable: {exc}") from None
         pm.register(module, name=name)
     for plugin in plugins:
         pm.register(plugin)
@@ -62,10 +75,48 @@ def build_plugin_manager(
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         raise SettingsError(f"a plugin implements an unknown hook: {exc}") from None
-    if environ.get("LOCKY_TRACE_PLUGINS"):
+    if settings.trace_plugins:
         pm.trace.root.setwriter(log.debug)
         pm.enable_tracing()
     return pm
+
+
+def _load_entry_points(pm: pluggy.PluginManager, *, named: Iterable[str], autoload: bool) -> None:
+    """Register the ``locky`` entry points of installed distributions.
+
+    With ``autoload`` off only those whose name is in ``named`` (``LOCKY_PLUGINS``); with
+    it on every one, except that one implementing a hook of :data:`WAYS_IN` needs its
+    name in ``named`` too (it is imported to be inspected, never registered, otherwise).
+    """
+    named = frozenset(named)
+    for dist in list(importlib.metadata.distributions()):
+        for entry_point in dist.entry_points:
+            name = entry_point.name
+            if entry_point.group != ENTRY_POINT_GROUP or pm.is_blocked(name) or pm.get_plugin(name) is not None:
+                continue
+            if name not in named:
+                if not autoload:
+                    continue
+                ways_in = _ways_in(pm, entry_point.load())
+                if ways_in:
+                    log.warning(
+                        "not loading the installed plugin %r (distribution %s): it implements %s, a way"
+                        " into the API; to enable it, add %r to LOCKY_PLUGINS (the `plugins` setting)",
+                        name, dist.metadata["Name"], ", ".join(ways_in), name,
+                    )
+                    continue
+            # pluggy's own loader, for this one name: it records the distribution too.
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+
+
+def _ways_in(pm: pluggy.PluginManager, plugin: Any) -> list[str]:
+    """The hooks of :data:`WAYS_IN` that ``plugin`` implements (under any attribute name)."""
+    found = []
+    for attribute in dir(plugin):
+        options = pm.parse_hookimpl_opts(plugin, attribute)
+        if options is not None and (options.get("specname") or attribute) in WAYS_IN:
+            found.append(options.get("specname") or attribute)
+    return sorted(set(found))
 
 
 def describe(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
@@ -87,6 +138,3 @@ def describe(pm: pluggy.PluginManager) -> list[dict[str, Any]]:
         )
     return rows
 
-
-def _split(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]

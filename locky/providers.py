@@ -9,9 +9,9 @@ checks a storage provider against this text.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, Iterable, Protocol, TypeVar, runtime_checkable
+from typing import Any, Callable, Generic, Iterable, Protocol, TypeVar, runtime_checkable
 
-from locky.records import Group, Member, Page, Permission, Role, Session, User
+from locky.records import Authenticated, Group, Member, Page, Permission, Role, Session, User
 
 RecordT = TypeVar("RecordT", covariant=True)
 
@@ -75,10 +75,28 @@ class GroupStore(RecordStore[Group], Protocol):
 
 
 class MemberStore(RecordStore[Member], Protocol):
-    def create(self, *, group_uuid: str, user_uuid: str, role: str) -> Member:
-        """Add a membership. ``Invalid`` when the group, user or role does not name a
-        live record (field ``group_uuid``/``user_uuid``/``role``); ``Conflict("user_uuid")``
-        when the user already has a live membership in the group."""
+    def create(
+        self,
+        *,
+        group_uuid: str,
+        user_uuid: str,
+        role: str,
+        authorize: Callable[[], None] | None = None,
+    ) -> Member:
+        """Add a membership, all in one transaction of the write's own, in this order:
+
+        1. check the references: raise ``Invalid.missing(field)`` for the first of
+           ``group_uuid``, ``user_uuid``, ``role`` that names no live group, user or role;
+        2. call ``authorize()`` when given, exactly once (never when a reference is
+           missing, so a bad body is a 400 whoever sends it). It may raise
+           :class:`~locky.errors.Forbidden`: roll back and let that very exception
+           propagate, having written nothing;
+        3. insert: ``Conflict("user_uuid")`` when the user already has a live
+           membership in the group.
+
+        Locky passes the policy check of ``POST /v1/private/members`` as ``authorize``,
+        so the references are read once and the decision sees the same records.
+        """
 
     def role_of(self, user_uuid: str, group_uuid: str) -> str | None:
         """The role of the user's live membership in the live group, or ``None``."""
@@ -108,6 +126,17 @@ class SessionStore(Protocol):
 
     def identity(self, uuid: str) -> tuple[Session, User] | None:
         """The live (not revoked) session and its live user, or ``None``."""
+
+    def authenticate(self, uuid: str) -> Authenticated | None:
+        """What Locky reads on every authenticated request, in one read.
+
+        The live (not revoked) session ``uuid``, its live (not deleted) user and
+        :meth:`Storage.revision` as of that same read (one SQL statement for a SQL
+        backend; under one lock in memory), as :class:`~locky.records.Authenticated`.
+        ``None`` when the session is unknown or revoked, its user deleted, or ``uuid``
+        is not a ``str``. The revision goes on the request's ``Identity`` and on to the
+        authorizer, so a request costs no second trip for it.
+        """
 
     def rotate(self, uuid: str, presented_jti: str, new_jti: str) -> bool:
         """Atomically replace the session's refresh jti ``presented_jti`` by ``new_jti``.
@@ -147,6 +176,35 @@ class GrantStore(Protocol):
         """The roles granted to the user."""
 
 
+@dataclass(frozen=True)
+class Migration:
+    """One step of a storage schema: ``version`` (1, 2, ...) and what it does.
+
+    ``statements`` are what the step runs on the connected engine, shown by
+    ``locky migrate --dry-run``; a storage without SQL may leave it empty.
+    """
+
+    version: int
+    description: str
+    statements: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """Where a storage's schema stands: ``current`` is the version the database holds
+    (0 for an empty one), ``latest`` the version this code writes, ``pending`` the
+    steps between them, in order."""
+
+    current: int
+    latest: int
+    pending: tuple[Migration, ...] = ()
+
+    @property
+    def ahead(self) -> bool:
+        """The database was written by a newer release than this code."""
+        return self.current > self.latest
+
+
 @runtime_checkable
 class Storage(Protocol):
     users: UserStore
@@ -159,6 +217,23 @@ class Storage(Protocol):
 
     def revision(self) -> int:
         """A number that grows whenever roles or grants change (for caches of policy)."""
+
+    def schema(self) -> SchemaState:
+        """The stored schema version, this code's version and the steps between them.
+
+        Reads only; an empty database is version 0 with every step pending. Called at
+        startup before anything else touches the database (see ``migrate``).
+        """
+
+    def migrate(self, *, dry_run: bool = False) -> list[Migration]:
+        """Bring the database to ``schema().latest`` and return the steps applied.
+
+        Runs under a database-wide lock (many processes and hosts starting together
+        migrate once: the others wait, then find nothing pending) and keeps every
+        record. With ``dry_run`` it changes nothing and returns the steps it would run.
+        Raise :class:`~locky.errors.SchemaError` when the database is ahead of the code
+        or a step fails (a failed step leaves the version where it was).
+        """
 
     def ping(self) -> bool:
         """``True`` when the database answers (the health check)."""
@@ -228,6 +303,7 @@ class Authorizer(Protocol):
         *,
         group_uuid: str | None = None,
         own: bool = False,
+        policy_revision: int | None = None,
     ) -> bool:
         """Whether the policy lets ``user`` do ``action`` on ``resource``.
 
@@ -235,6 +311,11 @@ class Authorizer(Protocol):
         there only); ``own`` says the target record belongs to the user. Must not get
         slower as stored policy grows, and must see role and grant changes made by
         any process at once.
+
+        ``policy_revision``, when given, is :meth:`Storage.revision` as read with the
+        caller's session at authentication (``Identity.policy_revision``, this request
+        only): the authorizer may trust it instead of reading storage's revision. When
+        ``None`` it reads storage.
         """
 
     def builtin_roles(self) -> list[BuiltinRole]:

@@ -82,6 +82,16 @@ class Session:
 
 
 @dataclass(frozen=True, slots=True)
+class Authenticated:
+    """What one authentication read finds: a live session, its live user, and the
+    storage's policy revision read in the same statement (see ``SessionStore.authenticate``)."""
+
+    session: Session
+    user: User
+    policy_revision: int
+
+
+@dataclass(frozen=True, slots=True)
 class Page(Generic[RecordT]):
     """One page of a keyset-paged list."""
 
@@ -94,9 +104,13 @@ class Identity:
     """Who is calling: the authenticated user and the session the credential belongs to.
 
     ``session_uuid`` is ``None`` for credentials that are not tied to a login session
-    (an API key from a plugin, say).
+    (an API key from a plugin, say). ``policy_revision`` is storage's policy revision
+    read together with the session at authentication (``SessionStore.authenticate``):
+    it travels with this request to the authorizer, which may trust it instead of
+    reading the revision again; ``None`` when the credential's check did not read it.
     """
 
     user: User
     session_uuid: str | None = None
     scheme: str = "bearer"
+    policy_revision: int | None = None

@@ -1,15 +1,17 @@
 """The route table: each route's resource plus the Swagger description of its operations.
 
-One declaration mounts the route on Falcon and writes its part of ``/swagger/doc.json``,
-so the two cannot drift apart.
+One declaration mounts the route on Falcon, writes its part of ``/swagger/doc.json``
+and says whether each operation is public (answered without credentials), so the
+three cannot drift apart.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
+import falcon
 from marshmallow import Schema
 
 BASE_PATH = "/v1"
@@ -27,7 +29,13 @@ ID_PARAMETER = {
 
 @dataclass(frozen=True)
 class Operation:
-    """One HTTP method on a route, as the Swagger document shows it."""
+    """One HTTP method on a route, as the Swagger document shows it.
+
+    ``public`` is the one place an operation is declared open to callers without
+    credentials: Locky's authentication skips it and the Swagger document gives it no
+    ``security``. Every other operation, and any method a route does not declare,
+    needs an authenticated caller.
+    """
 
     method: str
     summary: str
@@ -57,3 +65,21 @@ class Route:
         """The Swagger path: relative to ``basePath``, ``{id:id}`` written ``{id}``."""
         path = re.sub(r"\{(\w+):[^}]*\}", r"{\1}", self.path)
         return path[len(BASE_PATH):] if path.startswith(BASE_PATH + "/") else path
+
+
+def public_requests(routes: Iterable[Route]) -> frozenset[tuple[str, str]]:
+    """The requests answered without credentials, keyed as Falcon names a request:
+    ``(req.uri_template, req.method)``, e.g. ``("/v1/public/users/login", "POST")``.
+
+    Every operation declared ``public``, plus the methods a route's resource has no
+    responder for: Falcon answers those itself (405, or the list of allowed methods
+    for ``OPTIONS``) and runs no resource code. A method the resource implements but
+    the route does not declare public needs credentials (fail closed).
+    """
+    found: set[tuple[str, str]] = set()
+    for route in routes:
+        found.update((route.path, op.method.upper()) for op in route.operations if op.public)
+        suffix = f"_{route.suffix}" if route.suffix else ""
+        found.update((route.path, method) for method in falcon.COMBINED_METHODS
+                     if not hasattr(route.resource, f"on_{method.lower()}{suffix}"))
+    return frozenset(found)

@@ -49,6 +49,12 @@ class Settings:
     password_hasher: str = "bcrypt"
     authorizer: str = "casbin"
     plugins: tuple[str, ...] = ()
+    # Plugin loading: names kept out, hook-call tracing, installed entry points.
+    block_plugins: tuple[str, ...] = ()
+    trace_plugins: bool = False
+    autoload_plugins: bool = True
+    # Storage schema: migrate at startup (under a database lock) or refuse.
+    auto_migrate: bool = True
     bcrypt_rounds: int = 12
     login_max_failures: int = 5
     login_window: int = 15 * 60

@@ -52,7 +52,7 @@ class TestMemoryStorageContract(StorageContract):
     def storage(self):
         memory_storage_installed()
         registry = Registry("storage")
-        build_plugin_manager(environ={}).hook.locky_register_storage(registry=registry)
+        build_plugin_manager().hook.locky_register_storage(registry=registry)
         storage = registry.create("memory", None)
         yield storage
         storage.close()

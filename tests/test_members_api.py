@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from locky import hookimpl
+from locky.testing import LockyClient
 from authz_helpers import (
     NOBODY,
     TIMESTAMP,
@@ -291,3 +293,74 @@ def test_unknown_references_are_400_whoever_asks(locky_client, group, friend):
     # Valid references: now the policy speaks, and a stranger to the group is refused.
     assert_error(post(locky_client, stranger, {"group_uuid": group["uuid"], "user_uuid": friend.uuid}),
                  403, "403 Forbidden")
+
+
+def test_deleted_references_are_400_for_a_stranger_and_a_refusal_writes_nothing(
+        locky_client, locky_admin, owner, group, friend):
+    stranger = locky_client.account("stranger@example.com")
+    role = create_role(locky_client, locky_admin, "short-lived", [("docs", "read")])
+    assert locky_client.simulate_delete(f"/v1/private/roles/{role['id']}",
+                                        headers=locky_admin.headers).status_code == 204
+    gone = locky_client.account("gone@example.com")
+    assert locky_client.simulate_delete(f"/v1/private/users/{gone.id}", headers=gone.headers).status_code == 204
+
+    assert_fields(post(locky_client, stranger, {"group_uuid": group["uuid"], "user_uuid": friend.uuid,
+                                                "role": "short-lived"}), role="No such role.")
+    assert_fields(post(locky_client, stranger, {"group_uuid": group["uuid"], "user_uuid": gone.uuid}),
+                  user_uuid="No such user.")
+    # Group first, then user, then role: one field, whatever else is wrong.
+    assert_fields(post(locky_client, stranger, {"group_uuid": NOBODY, "user_uuid": gone.uuid,
+                                                "role": "short-lived"}), group_uuid="No such group.")
+    refused = post(locky_client, stranger, {"group_uuid": group["uuid"], "user_uuid": friend.uuid})
+    assert_error(refused, 403, "403 Forbidden")
+    assert count(locky_client, owner, "members", group_uuid=group["uuid"]) == 1
+
+
+class _Counted:
+    """A store whose calls from outside storage are written down by name."""
+
+    def __init__(self, inner, kind: str, calls: list):
+        self._inner, self._kind, self._calls = inner, kind, calls
+
+    def __getattr__(self, name):
+        value = getattr(self._inner, name)
+        if not callable(value):
+            return value
+
+        def counted(*args, **kwargs):
+            self._calls.append(f"{self._kind}.{name}")
+            return value(*args, **kwargs)
+
+        return counted
+
+
+class _CountingStorage:
+    """The configured storage, with the calls made to its users, groups and roles counted."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+        for kind in ("users", "groups", "roles"):
+            setattr(self, kind, _Counted(getattr(inner, kind), kind, self.calls))
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class _CountingPlugin:
+    @hookimpl
+    def locky_register_storage(self, registry):
+        registry.add("counting", lambda context: _CountingStorage(context.registries["storage"].create("pony", context)))
+
+
+def test_the_references_are_read_once_by_the_write_itself(locky_app_factory):
+    app = locky_app_factory([_CountingPlugin()], storage="counting")
+    client = LockyClient(app)
+    owner, friend = client.account("owner@example.com"), client.account("friend@example.com")
+    group = create_group(client, owner, "Team")
+    calls = app.context.storage.calls
+    calls.clear()
+    result = post(client, owner, {"group_uuid": group["uuid"], "user_uuid": friend.uuid, "role": "viewer"})
+    assert result.status_code == 201, result.text
+    # No look-up of the group, user or role beside the write: storage checks them in
+    # the write's own transaction, and the policy check runs inside it.
+    assert [c for c in calls if c in ("groups.get_by_uuid", "users.get_by_uuid", "roles.list")] == []

@@ -1,7 +1,7 @@
 """The performance shortcuts never change an answer, and no cache outlives a revocation.
 
-- the plain-SQL reads of the Pony backend (``locky_pony.fast``) return exactly the
-  records its entity layer returns;
+- the plain-SQL reads of the Pony backend (``locky_pony.reads``) return exactly the
+  records its entity layer would build (read here through Pony's entities);
 - the compiled dumpers (``locky.dump``) give exactly ``Schema.dump``'s output;
 - the JWT backend's verified-token cache still rejects an expired token;
 - against a real two-worker server: a logout, a deleted user, a removed membership and
@@ -17,7 +17,7 @@ import pytest
 from locky import schemas
 from locky.dump import dumper
 from locky.errors import Unauthorized
-from locky.records import Permission, Role, User
+from locky.records import Authenticated, Page, Permission, Role, User
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET
 
 # -- plain-SQL reads ----------------------------------------------------------------
@@ -36,49 +36,97 @@ def populated(locky_app):
     return storage, users, groups, role
 
 
-def _pony(store, name):
-    """The store's own (entity-layer) method, bypassing the plain-SQL one."""
-    return getattr(type(store), name).__get__(store)
+ENTITIES = {"users": "User", "groups": "Group", "members": "Member", "roles": "Role"}
 
 
-def test_fast_get_and_list_match_the_entity_layer(populated):
+def entity_reads(storage, kind: str, after_id: int = 0, limit: int = 50, **given):
+    """What Pony's entity layer reads for ``store.list(...)``: live rows in id order,
+    built into records by the stores' own entity-row builders (what writes return)."""
+    from pony.orm import db_session
+    from locky_pony import stores
+
+    entity, build = getattr(storage.entities, ENTITIES[kind]), getattr(stores, f"{kind[:-1]}_record")
+    with db_session:
+        rows = [r for r in entity.select(lambda r: r.del_token == 0 and r.id > after_id).order_by(lambda r: r.id)
+                if all(getattr(r, name) == value for name, value in given.items())]
+        items = [build(r) for r in rows[:limit]]
+    return Page(items=items, next_after_id=items[-1].id if len(rows) > limit else None)
+
+
+def entity_get(storage, kind: str, id: int):
+    from pony.orm import db_session
+    from locky_pony import stores
+
+    if not 0 < id <= 2**63 - 1:
+        return None
+    with db_session:
+        row = getattr(storage.entities, ENTITIES[kind]).get(id=id)
+        return getattr(stores, f"{kind[:-1]}_record")(row) if row is not None and row.del_token == 0 else None
+
+
+def is_pony(storage) -> bool:
+    return type(storage).__module__.startswith("locky_pony")
+
+
+def test_plain_sql_reads_match_the_entity_layer(populated):
     storage, users, groups, role = populated
-    if not hasattr(storage, "authenticate"):
+    if not is_pony(storage):
         pytest.skip("not the pony storage")
     for kind in ("users", "groups", "members", "roles"):
         store = getattr(storage, kind)
+        everything = entity_reads(storage, kind, limit=1000).items
+        assert everything and all(type(r).__name__ == kind[:-1].title() for r in everything), kind
         for id in (0, 1, 2, 3, 5, 6, 9, 10**6, 2**63 - 1, 2**63, -1):
-            assert store.get(id) == _pony(store, "get")(id), (kind, id)
+            assert store.get(id) == entity_get(storage, kind, id), (kind, id)
+        for record in everything:
+            assert store.get_by_uuid(record.uuid) == record
         for after_id in (0, 1, 3):
             for limit in (1, 2, 50):
-                assert store.list(after_id=after_id, limit=limit) == _pony(store, "list")(after_id=after_id, limit=limit)
+                assert store.list(after_id=after_id, limit=limit) == entity_reads(storage, kind, after_id, limit)
+        assert store.count() == len(everything)
     filters = [
-        ("users", {"email": "u1@example.com"}), ("users", {"email": "U2@EXAMPLE.COM"}), ("users", {"email": "u5@example.com"}),
-        ("groups", {"name": "g1"}), ("groups", {"name": "g2"}), ("groups", {"name": None}),
-        ("members", {"user_uuid": users[4].uuid}), ("members", {"group_uuid": groups[0].uuid, "role": "owner"}),
-        ("members", {"role": "auditor"}), ("roles", {"name": "auditor"}), ("roles", {"name": "admin"}),
+        ("users", {"email": "u1@example.com"}, {"email": "u1@example.com"}),
+        ("users", {"email": "U2@EXAMPLE.COM"}, {"email": "u2@example.com"}),
+        ("users", {"email": "u5@example.com"}, {"email": "u5@example.com"}),
+        ("groups", {"name": "g1"}, {"name": "g1"}), ("groups", {"name": "g2"}, {"name": "g2"}),
+        ("groups", {"name": None}, {}),
+        ("members", {"user_uuid": users[4].uuid}, {"user_uuid": users[4].uuid}),
+        ("members", {"group_uuid": groups[0].uuid, "role": "owner"}, {"group_uuid": groups[0].uuid, "role": "owner"}),
+        ("members", {"role": "auditor"}, {"role": "auditor"}),
+        ("roles", {"name": "auditor"}, {"name": "auditor"}), ("roles", {"name": "admin"}, {"name": "admin"}),
     ]
-    for kind, given in filters:
+    for kind, given, stored in filters:
         store = getattr(storage, kind)
-        assert store.list(**given) == _pony(store, "list")(**given), (kind, given)
+        expected = entity_reads(storage, kind, **stored)
+        assert store.list(**given) == expected, (kind, given)
+        assert store.count(**given) == len(expected.items), (kind, given)
+    assert storage.users.get_by_email("U1@Example.com") == entity_reads(storage, "users", email="u1@example.com").items[0]
+    assert storage.members.role_of(users[4].uuid, groups[0].uuid) == "auditor"
     with pytest.raises(ValueError):
         storage.users.list(name="x")
 
 
-def test_authenticate_is_identity_plus_revision(populated, locky_app):
+def test_authenticate_matches_the_entity_layer(populated):
+    from pony.orm import db_session
+    from locky_pony import sessions, stores
+
     storage, users, _, _ = populated
-    if not hasattr(storage, "authenticate"):
+    if not is_pony(storage):
         pytest.skip("not the pony storage")
     live = storage.sessions.create(uuid="11111111-1111-4111-8111-111111111111", user_uuid=users[0].uuid, refresh_jti="a")
     gone = storage.sessions.create(uuid="22222222-2222-4222-8222-222222222222", user_uuid=users[1].uuid, refresh_jti="b")
-    session, user, revision = storage.authenticate(live.uuid)
-    assert (session, user) == storage.sessions.identity(live.uuid)
-    assert revision == storage.revision()
+    e = storage.entities
+    with db_session:
+        session = sessions.session_record(e.Session.get(uuid=live.uuid))
+        user = stores.user_record(e.User.get(uuid=users[0].uuid))
+        revision = e.Meta["policy_revision"].number
+    assert storage.sessions.authenticate(live.uuid) == Authenticated(session, user, revision)
+    assert storage.sessions.identity(live.uuid) == (session, user)
     storage.sessions.revoke(live.uuid)
-    assert storage.authenticate(live.uuid) is None
+    assert storage.sessions.authenticate(live.uuid) is None
     storage.users.delete(users[1].id)
-    assert storage.authenticate(gone.uuid) is None
-    assert storage.authenticate("no-such-session") is None
+    assert storage.sessions.authenticate(gone.uuid) is None
+    assert storage.sessions.authenticate("no-such-session") is None
 
 
 # -- dumping ------------------------------------------------------------------------

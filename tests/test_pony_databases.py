@@ -19,7 +19,7 @@ from locky.testing import ADMIN_EMAIL, PASSWORD, LockyClient, make_settings
 from locky.testing.databases import connect, engine
 from locky.testing.databases import run_sql as raw
 from locky_pony import PonyStorage
-from locky_pony.entities import SCHEMA_VERSION
+from locky_pony.migrations import LATEST as SCHEMA_VERSION
 
 from proxy import TcpProxy
 
@@ -94,6 +94,7 @@ def _open_and_count(barrier, url: str) -> int:
     barrier.wait(timeout=60)
     storage = PonyStorage(make_settings(url))
     try:
+        storage.migrate()
         return storage.roles.count()
     finally:
         storage.close()
@@ -119,18 +120,36 @@ def test_workers_starting_together_on_a_new_database_all_start(database_url):
     assert results == [6, 6, 6, 6], results
     assert raw(database_url, "SELECT COUNT(*) FROM locky_roles WHERE builtin AND del_token = 0") == [(6,)]
     assert raw(database_url, "SELECT COUNT(*) FROM locky_meta") == [(2,)]
+    # The schema was made once: one history row per step.
+    assert raw(database_url, "SELECT COUNT(*) FROM locky_schema_history") == [(SCHEMA_VERSION,)]
 
 
-@pytest.mark.parametrize("stored, message", [
-    (SCHEMA_VERSION + 1, "newer than this Locky understands"),
-    (SCHEMA_VERSION - 1, "has no migration"),
-])
-def test_other_schema_versions_stop_startup(database_url, stored, message):
+def test_a_database_ahead_of_the_code_stops_startup(database_url):
     app_for(database_url).close()
-    raw(database_url, f"UPDATE locky_meta SET number = %s WHERE {meta_key(database_url)} = 'schema_version'", stored)
-    with pytest.raises(SettingsError, match=message) as caught:
-        app_for(database_url)
-    assert f"version {stored}" in str(caught.value)
+    stored = SCHEMA_VERSION + 1
+    version = f"UPDATE locky_meta SET number = %s WHERE {meta_key(database_url)} = 'schema_version'"
+    raw(database_url, version, stored)
+    try:
+        for auto_migrate in (True, False):
+            with pytest.raises(SettingsError, match="newer than this Locky understands") as caught:
+                create_app(make_settings(database_url, log_requests=False, auto_migrate=auto_migrate))
+            assert f"version {stored}" in str(caught.value)
+    finally:
+        raw(database_url, version, SCHEMA_VERSION)  # the scratch database's wipe keeps the version
+
+
+def test_a_database_behind_the_code_migrates_or_names_the_command(database_url):
+    app_for(database_url).close()
+    raw(database_url, f"UPDATE locky_meta SET number = 1 WHERE {meta_key(database_url)} = 'schema_version'")
+    raw(database_url, "DROP TABLE locky_schema_history")  # back to the 1.0.0 schema
+    with pytest.raises(SettingsError, match=r"run `locky migrate`") as caught:
+        create_app(make_settings(database_url, log_requests=False, auto_migrate=False))
+    assert "version 1" in str(caught.value)
+    assert raw(database_url, f"SELECT number FROM locky_meta WHERE {meta_key(database_url)} = 'schema_version'") == [(1,)]
+    app_for(database_url).close()  # LOCKY_AUTO_MIGRATE defaults to true
+    rows = raw(database_url, "SELECT version, applied_at FROM locky_schema_history ORDER BY version")
+    assert [version for version, _ in rows] == list(range(1, SCHEMA_VERSION + 1))
+    assert rows[0][1] is None and all(applied is not None for _, applied in rows[1:])
 
 
 def test_ids_are_64_bit(database_url):
@@ -162,7 +181,7 @@ def test_mysql_tables_are_utf8mb4_and_binary(mysql_database):
     app_for(url).close()
     rows = raw(url, "SELECT table_name, table_collation FROM information_schema.tables"
                     " WHERE table_schema = DATABASE() AND table_name LIKE 'locky%%'")
-    assert len(rows) == 8
+    assert len(rows) == 9  # the entities' eight and locky_schema_history
     assert {collation for _, collation in rows} == {"utf8mb4_nopad_bin"}
     columns = raw(url, "SELECT DISTINCT character_set_name FROM information_schema.columns"
                        " WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL")

@@ -100,9 +100,7 @@ class MetricsMiddleware:
 
 
 class MetricsEndpoint:
-    """``GET /metrics``."""
-
-    public = True  # Locky's bearer tokens are for users; a scraper may use the scrape token
+    """``GET /metrics``: public (see its route); a scraper may use the scrape token."""
 
     def __init__(self, metrics: Metrics, token: str | None):
         self.metrics, self.token = metrics, token
@@ -120,6 +118,7 @@ class MetricsEndpoint:
 def locky_routes(context):
     token = context.settings.extra.get("metrics", {}).get("token")
     endpoint = MetricsEndpoint(_metrics(context), str(token) if token else None)
+    # Public: Locky's bearer tokens are for users; a scraper may use the scrape token.
     operation = Operation("get", "Prometheus metrics", "metrics", public=True)
     # Outside /v1 and the Swagger document: it is for the scraper, not API clients.
     return [Route("/metrics", endpoint, (operation,), in_spec=False)]

@@ -40,6 +40,7 @@ import os
 from typing import Any
 
 from locky import SettingsError, hookimpl
+from locky.records import Authenticated
 
 from .invalidation import MISSING, Cache, Listener
 
@@ -113,6 +114,23 @@ class _Sessions(_Through):
         found = self._inner.identity(uuid)
         if found is not None:  # a missing session may be created later: never cached
             cache.put(key, found, token)
+        return found
+
+    def authenticate(self, uuid):
+        """The session with its user and the revision, from the cache when both are there;
+        otherwise one read of the wrapped storage, which refreshes both entries."""
+        if not isinstance(uuid, str):
+            return None
+        cache = self._owner.cache
+        key = SESSION + uuid
+        identity, revision = cache.get(key), cache.get(REVISION)
+        if identity is not MISSING and revision is not MISSING:
+            return Authenticated(session=identity[0], user=identity[1], policy_revision=revision)
+        token = cache.token()
+        found = self._inner.authenticate(uuid)
+        if found is not None:  # a missing session may be created later: never cached
+            cache.put(key, (found.session, found.user), token)
+            cache.put(REVISION, found.policy_revision, token)
         return found
 
     def rotate(self, uuid, presented_jti, new_jti):
@@ -210,6 +228,15 @@ class CachingStorage:
         revision = self.inner.revision()
         self.cache.put(REVISION, revision, token)
         return revision
+
+    def schema(self):
+        return self.inner.schema()
+
+    def migrate(self, *, dry_run: bool = False):
+        applied = self.inner.migrate(dry_run=dry_run)
+        if applied and not dry_run:
+            self._reset()  # nothing cached from before the new schema is kept
+        return applied
 
     def ping(self) -> bool:
         return self.inner.ping()

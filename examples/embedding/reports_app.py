@@ -12,8 +12,10 @@ rendering and Swagger document. Copying its routes into the host app would lose 
 so the two stay whole apps and a small WSGI :class:`Dispatcher` sends ``/v1/...`` and
 ``/swagger/...`` to Locky and everything else to the host. The host authenticates its own
 protected routes with Locky's public API: ``context.tokens.verify`` and
-``context.storage.sessions.identity`` (plus the ``locky_authenticate`` hook, so plugin
-credentials such as API keys work here too), and decides with ``context.allowed``.
+``context.storage.sessions.authenticate`` (plus the ``locky_authenticate`` hook, so plugin
+credentials such as API keys work here too), and decides with ``context.allowed``. As in
+Locky, the host declares its public requests once, in a table (``PUBLIC``); every other
+request needs credentials.
 
 Run it::
 
@@ -27,6 +29,8 @@ import falcon
 import locky
 
 LOCKY_PREFIXES = ("/v1", "/swagger")
+#: The host's requests answered without credentials: (URI template, method).
+PUBLIC = frozenset({("/", "GET")})
 
 
 class Dispatcher:
@@ -45,13 +49,14 @@ class Dispatcher:
 
 
 class LockyAuthentication:
-    """Host middleware: ``req.context.identity`` for every host resource not marked ``public``."""
+    """Host middleware: ``req.context.identity`` for every host request not in ``public``."""
 
-    def __init__(self, context: locky.Context):
+    def __init__(self, context: locky.Context, public: frozenset[tuple[str, str]] = PUBLIC):
         self.context = context
+        self.public = public
 
     def process_resource(self, req, resp, resource, params) -> None:
-        if resource is None or getattr(resource, "public", False):
+        if resource is None or (req.uri_template, req.method) in self.public:
             return
         req.context.identity = self.identity(req)
 
@@ -65,11 +70,13 @@ class LockyAuthentication:
         if scheme.lower() != "bearer" or not token.strip():
             raise locky.Unauthorized("Use Authorization: Bearer <access token from /v1/public/users/login>.")
         claims = context.tokens.verify(token.strip(), kind="access")  # raises Unauthorized
-        found = context.storage.sessions.identity(claims.session_uuid)
-        if found is None or found[1].uuid != claims.subject:
+        # One read: the live session, its live user and the policy revision, which
+        # travels with the identity so the decision needs no second read.
+        found = context.storage.sessions.authenticate(claims.session_uuid)
+        if found is None or found.user.uuid != claims.subject:
             raise locky.Unauthorized("The token has been revoked.")
-        session, user = found
-        return locky.Identity(user=user, session_uuid=session.uuid)
+        return locky.Identity(user=found.user, session_uuid=found.session.uuid,
+                              policy_revision=found.policy_revision)
 
 
 class Reports:
@@ -92,8 +99,6 @@ class Reports:
 
 
 class Home:
-    public = True
-
     def on_get(self, req, resp):
         resp.media = {"service": "reports", "auth": "/v1/public/users/login"}
 

@@ -1,4 +1,4 @@
-"""``locky``: the operator's command (serve, spec, grant-admin, revoke-admin, plugins)."""
+"""``locky``: the operator's command (serve, migrate, spec, grant-admin, revoke-admin, plugins, check)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ def _parser() -> argparse.ArgumentParser:
                        ("revoke-admin", "take the admin grant back")):
         command = sub.add_parser(name, help=text)
         command.add_argument("email")
+
+    migrate = sub.add_parser("migrate", help="bring the database schema to this version of Locky")
+    migrate.add_argument("--dry-run", action="store_true",
+                         help="print the steps and their SQL without changing anything")
 
     sub.add_parser("plugins", help="list the loaded plugins and where they come from")
     sub.add_parser("check", help="check settings, database, policy files and plugins, then exit")
@@ -89,6 +93,46 @@ def _admin(grant: bool):
     return command
 
 
+def _migrate(settings, args) -> int:
+    """Run (or with ``--dry-run`` show) the storage's pending schema steps. Builds the
+    storage provider only: no policy, tokens or startup of the whole app."""
+    from locky.context import Context
+    from locky.plugins import build_plugin_manager
+    from locky.registry import ProviderError, Registry
+
+    context = Context(settings, build_plugin_manager(settings))
+    registry = Registry("storage")
+    context.hook.locky_register_storage(registry=registry)
+    try:
+        context.storage = registry.create(settings.storage, context)
+    except ProviderError as exc:
+        raise SettingsError(str(exc)) from None
+    try:
+        state = context.storage.schema()
+        if not args.dry_run:
+            applied = context.storage.migrate()
+            for step in applied:
+                print(f"applied step {step.version}: {step.description}")
+            if applied:
+                print(f"locky: the database schema is now at version {applied[-1].version}")
+            else:
+                print(f"locky: the database schema is up to date (version {state.current}); nothing to do")
+            return 0
+        pending = context.storage.migrate(dry_run=True)
+        if not pending:
+            print(f"locky: the database schema is up to date (version {state.current}); nothing to do")
+            return 0
+        print(f"locky: the database schema is at version {state.current}; `locky migrate` would apply"
+              f" {len(pending)} step(s) to reach version {pending[-1].version}:")
+        for step in pending:
+            print(f"step {step.version}: {step.description}")
+            for statement in step.statements:
+                print("    " + statement.replace("\n", "\n    ") + ";")
+        return 0
+    finally:
+        context.storage.close()
+
+
 def _plugins(settings, args) -> int:
     from locky.plugins import describe
 
@@ -123,6 +167,7 @@ COMMANDS = {
     "revoke-admin": _admin(False),
     "plugins": _plugins,
     "check": _check,
+    "migrate": _migrate,
 }
 
 if __name__ == "__main__":

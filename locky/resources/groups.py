@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from locky.errors import Invalid
 from locky.records import Permission
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -56,22 +55,15 @@ class MemberWrites:
 
     def on_post(self, req, resp):
         data = body(self.context, req, MemberRequestSchema())
-        self._references(data)
         identity = req.context.identity
-        self.context.require(identity, "members", "create", group_uuid=data["group_uuid"],
-                             own=data["user_uuid"] == identity.user.uuid)
-        created(self.context, req, resp, "members", MEMBER, self.store.create(**data))
 
-    def _references(self, data: dict) -> None:
-        """The body's uuids and role must name live records: a 400 whoever asks, before
-        the policy is consulted (a deleted group has no owner left to be allowed)."""
-        storage = self.context.storage
-        if storage.groups.get_by_uuid(data["group_uuid"]) is None:
-            raise Invalid.one("group_uuid", "No such group.")
-        if storage.users.get_by_uuid(data["user_uuid"]) is None:
-            raise Invalid.one("user_uuid", "No such user.")
-        if not storage.roles.list(name=data["role"], limit=1).items:
-            raise Invalid.one("role", "No such role.")
+        def authorize() -> None:
+            # Called by storage inside the write's transaction, after it found the group,
+            # user and role live: a bad reference is a 400 whoever asks, then the policy.
+            self.context.require(identity, "members", "create", group_uuid=data["group_uuid"],
+                                 own=data["user_uuid"] == identity.user.uuid)
+
+        created(self.context, req, resp, "members", MEMBER, self.store.create(**data, authorize=authorize))
 
     def on_delete_item(self, req, resp, id: int):
         member = live(self.store, id)

@@ -11,8 +11,6 @@ from locky.schemas import AuthzQuerySchema
 
 
 class Health:
-    public = True
-
     def __init__(self, context):
         self.context = context
 

@@ -15,8 +15,6 @@ ASSET_TYPES = {".js": "application/javascript", ".css": "text/css", ".png": "ima
 
 
 class SwaggerDocument:
-    public = True
-
     def __init__(self, document: dict):
         self.body = json.dumps(document, indent=2).encode()
 
@@ -27,8 +25,6 @@ class SwaggerDocument:
 
 class SwaggerUI:
     """``/swagger/index.html`` and its assets; nothing is fetched from the network."""
-
-    public = True
 
     def on_get(self, req, resp):
         raise falcon.HTTPMovedPermanently("/swagger/index.html")
@@ -45,7 +41,9 @@ class SwaggerUI:
 def routes(document: dict) -> list[Route]:
     ui = SwaggerUI()
     return [
-        Route("/swagger/doc.json", SwaggerDocument(document), (Operation("get", "Swagger document", "meta"),), in_spec=False),
-        Route("/swagger", ui, (Operation("get", "Swagger UI", "meta"),), in_spec=False),
-        Route("/swagger/{name}", ui, (Operation("get", "Swagger UI file", "meta"),), suffix="file", in_spec=False),
+        Route("/swagger/doc.json", SwaggerDocument(document),
+              (Operation("get", "Swagger document", "meta", public=True),), in_spec=False),
+        Route("/swagger", ui, (Operation("get", "Swagger UI", "meta", public=True),), in_spec=False),
+        Route("/swagger/{name}", ui, (Operation("get", "Swagger UI file", "meta", public=True),),
+              suffix="file", in_spec=False),
     ]

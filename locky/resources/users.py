@@ -23,8 +23,6 @@ TOKEN = TokenSchema()
 
 
 class Registration:
-    public = True
-
     def __init__(self, context, accounts: Accounts):
         self.context, self.accounts = context, accounts
 
@@ -37,8 +35,6 @@ class Registration:
 
 
 class Login:
-    public = True
-
     def __init__(self, context, accounts: Accounts):
         self.context, self.accounts = context, accounts
 
@@ -48,8 +44,6 @@ class Login:
 
 
 class Refresh:
-    public = True
-
     def __init__(self, context, accounts: Accounts):
         self.context, self.accounts = context, accounts
 

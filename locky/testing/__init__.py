@@ -81,6 +81,12 @@ class LockyClient(testing.TestClient):
         )
 
 
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "unmigrated: a storage contract test that gets the storage before `migrate()`"
+    )
+
+
 def make_settings(database_url: str, **overrides: Any) -> Settings:
     """Settings for a test app: quick hashing, a fixed secret, one admin email."""
     values: dict[str, Any] = {

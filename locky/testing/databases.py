@@ -100,6 +100,11 @@ def unreachable(url: str) -> str | None:
     return None
 
 
+#: The schema's own bookkeeping, kept by :meth:`ScratchDatabase.wipe`: its version (and
+#: the policy revision beside it, which only has to grow) and the history of its steps.
+SCHEMA_TABLES = ("locky_meta", "locky_schema_history")
+
+
 @dataclass
 class ScratchDatabase:
     """A database made for one test run; ``url`` is what the code under test uses."""
@@ -129,7 +134,9 @@ class ScratchDatabase:
         return sorted(row[0] for row in cursor.fetchall())
 
     def wipe(self) -> None:
-        """Empty every table and restart ids at 1 (the schema stays)."""
+        """Empty every table and restart ids at 1. The schema stays, and so do the rows
+        that say which version it is (:data:`SCHEMA_TABLES`): the next app finds its
+        schema current instead of an empty version over existing tables."""
         try:
             self._wipe()
         except Exception:
@@ -139,7 +146,7 @@ class ScratchDatabase:
             self._wipe()
 
     def _wipe(self) -> None:
-        tables = self.tables()
+        tables = [table for table in self.tables() if table not in SCHEMA_TABLES]
         if not tables:
             return
         cursor = self._cursor()

@@ -28,9 +28,9 @@ from typing import Any, Callable
 
 import pytest
 
-from locky.errors import Conflict, Invalid, NotFound
-from locky.providers import BuiltinRole, Storage
-from locky.records import Group, Member, Page, Permission, Role, User
+from locky.errors import Conflict, Forbidden, Invalid, NotFound
+from locky.providers import BuiltinRole, Migration, SchemaState, Storage
+from locky.records import Authenticated, Group, Member, Page, Permission, Role, User
 
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 BUILTIN = (
@@ -69,6 +69,13 @@ class StorageContract:
         """An empty storage; subclasses override this fixture."""
         pytest.fail("a StorageContract subclass must override the `storage` fixture", pytrace=False)
 
+    @pytest.fixture(autouse=True)
+    def _migrated(self, request):
+        """Every test but those marked ``unmigrated`` gets the storage as an app gets it:
+        after ``migrate()`` (the app's startup step)."""
+        if request.node.get_closest_marker("unmigrated") is None:
+            request.getfixturevalue("storage").migrate()
+
     # -- helpers ----------------------------------------------------------------
 
     @pytest.fixture
@@ -98,6 +105,35 @@ class StorageContract:
 
     def test_is_a_storage(self, storage):
         assert isinstance(storage, Storage)
+
+    # -- schema -----------------------------------------------------------------
+
+    @pytest.mark.unmigrated
+    def test_a_new_storage_names_its_pending_steps(self, storage):
+        state = storage.schema()
+        assert isinstance(state, SchemaState) and state.latest >= 1 and not state.ahead
+        assert [step.version for step in state.pending] == list(range(state.current + 1, state.latest + 1))
+        assert all(isinstance(step, Migration) and step.description for step in state.pending)
+        # A dry run says the same and changes nothing.
+        assert storage.migrate(dry_run=True) == list(state.pending)
+        assert storage.schema() == state
+
+    @pytest.mark.unmigrated
+    def test_migrate_reaches_the_latest_version_once(self, storage):
+        pending = storage.schema().pending
+        assert storage.migrate() == list(pending)
+        after = storage.schema()
+        assert (after.current, after.pending) == (after.latest, ())
+        assert storage.migrate() == [] and storage.migrate(dry_run=True) == []
+
+    @pytest.mark.unmigrated
+    def test_processes_migrating_together_apply_each_step_once(self, storage):
+        pending = storage.schema().pending
+        results = run_together(4, lambda i: storage.migrate())
+        assert not [r for r in results if isinstance(r, Exception)], results
+        applied = sorted(step.version for result in results for step in result)
+        assert applied == [step.version for step in pending]
+        assert storage.schema().current == storage.schema().latest
 
     def test_ping(self, storage):
         assert storage.ping() is True
@@ -378,6 +414,54 @@ class StorageContract:
             seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="member")
         assert list(caught.value.fields) == ["user_uuid"]
 
+    def test_member_authorize_is_not_called_for_a_missing_reference(self, seeded):
+        owner = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, owner)
+        nobody = "00000000-0000-4000-8000-000000000000"
+        calls = []
+        cases = [
+            ({"group_uuid": nobody, "user_uuid": nobody, "role": "no-such-role"}, "group_uuid"),
+            ({"group_uuid": group.uuid, "user_uuid": nobody, "role": "no-such-role"}, "user_uuid"),
+            ({"group_uuid": group.uuid, "user_uuid": bob.uuid, "role": "no-such-role"}, "role"),
+        ]
+        for arguments, field in cases:
+            with pytest.raises(Invalid) as caught:
+                seeded.members.create(**arguments, authorize=lambda: calls.append(1))
+            assert caught.value.fields == Invalid.missing(field).fields, arguments
+        assert calls == []
+        assert seeded.members.count(user_uuid=bob.uuid) == 0
+
+    def test_member_authorize_refusal_propagates_and_writes_nothing(self, seeded):
+        owner = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, owner)
+        refusal = Forbidden("not you")
+        calls = []
+
+        def authorize():
+            calls.append(1)
+            raise refusal
+
+        with pytest.raises(Forbidden) as caught:
+            seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="member", authorize=authorize)
+        assert caught.value is refusal and calls == [1]
+        assert seeded.members.count(user_uuid=bob.uuid) == 0
+        assert seeded.members.role_of(bob.uuid, group.uuid) is None
+        assert seeded.members.count(group_uuid=group.uuid) == 1  # the owner only
+
+    def test_member_authorize_is_called_once_before_the_insert(self, seeded):
+        owner = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, owner)
+        seen = []
+        member = seeded.members.create(
+            group_uuid=group.uuid, user_uuid=bob.uuid, role="viewer",
+            authorize=lambda: seen.append(seeded.members.count(user_uuid=bob.uuid)),
+        )
+        assert seen == [0]  # called once, with nothing inserted yet
+        assert seeded.members.get(member.id) == member and member.role == "viewer"
+
     def test_one_live_membership_per_group_and_user(self, seeded):
         owner = self.user(seeded)
         bob = self.user(seeded, "bob@example.com", "Bob")
@@ -506,6 +590,39 @@ class StorageContract:
         assert storage.sessions.revoke(self.SESSION) is True
         assert storage.sessions.revoke(self.SESSION) is False
         assert storage.sessions.identity(self.SESSION) is None
+
+    def test_authenticate_reads_session_user_and_revision(self, storage):
+        user = self.user(storage)
+        session = storage.sessions.create(uuid=self.SESSION, user_uuid=user.uuid, refresh_jti="jti-1")
+        found = storage.sessions.authenticate(self.SESSION)
+        assert isinstance(found, Authenticated)
+        assert found == Authenticated(session=session, user=user, policy_revision=storage.revision())
+        assert isinstance(found.policy_revision, int) and not isinstance(found.policy_revision, bool)
+
+    def test_authenticate_sees_policy_changes(self, storage):
+        user = self.user(storage)
+        storage.sessions.create(uuid=self.SESSION, user_uuid=user.uuid, refresh_jti="jti-1")
+        before = storage.sessions.authenticate(self.SESSION).policy_revision
+        storage.roles.create(name="auditor", description="", permissions=(Permission("reports", "read"),))
+        after = storage.sessions.authenticate(self.SESSION).policy_revision
+        assert after > before and after == storage.revision()
+        storage.grants.grant(user.uuid, "admin")
+        assert storage.sessions.authenticate(self.SESSION).policy_revision > after
+
+    def test_authenticate_refuses_what_is_not_live(self, storage):
+        user = self.user(storage)
+        other = self.user(storage, "bob@example.com", "Bob")
+        storage.sessions.create(uuid=self.SESSION, user_uuid=user.uuid, refresh_jti="jti-1")
+        kept = "44444444-4444-4444-8444-444444444444"
+        storage.sessions.create(uuid=kept, user_uuid=other.uuid, refresh_jti="jti-2")
+        for unknown in ("33333333-3333-4333-8333-333333333333", "", "not a uuid"):
+            assert storage.sessions.authenticate(unknown) is None, unknown
+        for not_text in (None, 123, b"bytes", [self.SESSION]):
+            assert storage.sessions.authenticate(not_text) is None, not_text
+        storage.sessions.revoke(self.SESSION)
+        assert storage.sessions.authenticate(self.SESSION) is None
+        storage.users.delete(other.id)
+        assert storage.sessions.authenticate(kept) is None
 
     def test_session_rotation_is_single_use(self, storage):
         user = self.user(storage)

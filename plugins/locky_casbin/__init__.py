@@ -17,7 +17,6 @@ import casbin
 from locky.plugins import hookimpl
 from locky.providers import BuiltinRole
 from locky.records import Permission, User
-from locky.request_state import POLICY_REVISION
 
 from . import policy_files
 
@@ -93,10 +92,9 @@ class CasbinAuthorizer:
 
     # -- loading -------------------------------------------------------------
 
-    def _current(self) -> _PolicySnapshot:
-        # Read with the caller's session at authentication when in a request (one
-        # query for both); storage is asked otherwise.
-        revision = POLICY_REVISION.get()
+    def _current(self, revision: int | None) -> _PolicySnapshot:
+        # The revision read with the caller's session at authentication, when the
+        # request carries one (one query for both); storage is asked otherwise.
         if revision is None:
             revision = self.storage.revision()
         if revision != self._revision:
@@ -149,8 +147,9 @@ class CasbinAuthorizer:
                 subjects.append(role)
         return subjects
 
-    def is_allowed(self, user: User, resource: str, action: str, *, group_uuid=None, own=False) -> bool:
-        snapshot = self._current()
+    def is_allowed(self, user: User, resource: str, action: str, *, group_uuid=None, own=False,
+                   policy_revision: int | None = None) -> bool:
+        snapshot = self._current(policy_revision)
         dom = "self" if own else "*"
         subjects = self.subjects(snapshot, user, group_uuid)
         # Subjects with no lines of their own (most users' uuid and email) are dropped

@@ -1,7 +1,15 @@
 """Locky's bundled storage: Pony ORM on SQLite, PostgreSQL or MariaDB/MySQL.
 
 Registered as the storage provider ``pony``; the engine is chosen by
-``LOCKY_DATABASE_URL`` alone.
+``LOCKY_DATABASE_URL`` alone. This module assembles the provider from its parts:
+
+- :mod:`.database` binds the ``Database`` and maps :mod:`.entities`; :mod:`.schema`
+  migrates it;
+- :mod:`.guard`: transactions, retries, and database failures as Locky's errors;
+- :mod:`.reader` (where a plain-SQL read runs) and :mod:`.reads` (every read, one
+  statement each, and the records built from its rows);
+- :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes) and
+  :mod:`.sessions` (login sessions, the login throttle, grants).
 """
 
 from __future__ import annotations
@@ -10,14 +18,12 @@ from pony.orm import db_session
 
 from locky.plugins import hookimpl
 
+from . import schema
 from .database import bind_arguments, open_database
-from .fast import FastAuthentication, FastCollection, Reads
-from .sessions import GrantStore, LoginThrottle, SessionStore
 from .guard import transaction
-from .stores import (
-    GroupStore, MemberStore, RoleStore, UserStore,
-    group_record, member_record, role_record, user_record,
-)
+from .reader import Reader
+from .sessions import GrantStore, LoginThrottle, SessionStore
+from .stores import GroupStore, MemberStore, RoleStore, UserStore
 
 
 class PonyStorage:
@@ -26,24 +32,24 @@ class PonyStorage:
     def __init__(self, settings):
         self.db, e = open_database(settings)
         self.entities = e
-        self.users = UserStore(e, e.User, user_record)
-        self.groups = GroupStore(e, e.Group, group_record)
-        self.members = MemberStore(e, e.Member, member_record)
-        self.roles = RoleStore(e, e.Role, role_record)
-        self.sessions = SessionStore(e)
+        self.reader = Reader(self.db, bind_arguments(settings))
+        self.users = UserStore(e, self.reader)
+        self.groups = GroupStore(e, self.reader)
+        self.members = MemberStore(e, self.reader)
+        self.roles = RoleStore(e, self.reader)
+        self.sessions = SessionStore(e, self.reader)
         self.throttle = LoginThrottle(e)
         self.grants = GrantStore(e)
-        # The per-request reads in plain SQL (same results; see fast.py).
-        self._reads = Reads(self.db, bind_arguments(settings))
-        for store, entity in ((self.users, e.User), (self.groups, e.Group),
-                              (self.members, e.Member), (self.roles, e.Role)):
-            reader = FastCollection(self._reads, entity, store)
-            store.get, store.list = reader.get, reader.list
-        self.authenticate = FastAuthentication(self._reads, e).authenticate
 
     @transaction
     def revision(self) -> int:
         return self.entities.Meta["policy_revision"].number
+
+    def schema(self):
+        return schema.schema_state(self.db)
+
+    def migrate(self, *, dry_run: bool = False):
+        return schema.migrate(self.db, dry_run=dry_run)
 
     def ping(self) -> bool:
         try:
@@ -54,7 +60,7 @@ class PonyStorage:
             return False
 
     def close(self) -> None:
-        self._reads.close()
+        self.reader.close()
         self.db.disconnect()
 
 

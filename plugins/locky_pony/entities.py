@@ -11,7 +11,11 @@ three group names everywhere, not only on PostgreSQL and SQLite.
 Every record table has an index on ``(del_token, id)``: the live rows in id order, so a
 keyset page or a count reads an index range rather than the table; each member filter
 column has one on ``(column, del_token, id)`` for the same reason. (MariaDB misuses the
-first for deep pages: ``fast.py`` tells it to ignore ``idx_<table>__del_token_id`` there.)
+first for deep pages: ``reads.py`` tells it to ignore ``idx_<table>__del_token_id`` there.)
+
+The tables are created and changed by the steps of :mod:`.migrations`, never by Pony:
+these classes must always describe what the latest step leaves (``Storage.migrate``
+checks them against the database after it runs).
 """
 
 from __future__ import annotations
@@ -20,9 +24,6 @@ from datetime import datetime
 from types import SimpleNamespace
 
 from pony.orm import Json, Optional, PrimaryKey, Required, Set, composite_index, composite_key
-
-#: Bumped whenever the tables change; stored in ``locky_meta``.
-SCHEMA_VERSION = 1
 
 #: Binary MySQL/MariaDB collations, best first. The NO PAD ones compare trailing spaces
 #: as PostgreSQL and SQLite do ("a" and "a " differ); plain ``utf8mb4_bin`` pads.

@@ -5,7 +5,8 @@ transaction), run again when the database says that is safe (a deadlock, a
 serialization failure, a connection that broke before the commit), and never letting a
 driver exception out. A broken unique key becomes the contract's ``Conflict`` (a 400);
 anything else is logged and becomes ``Unavailable`` (a 503 whose body carries no driver
-text).
+text). The plain-SQL reader (:mod:`.reader`) classifies and reports its failures with
+the same :func:`classify` and :func:`unavailable`.
 """
 
 from __future__ import annotations
@@ -135,10 +136,7 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
                     log.info("unique key conflict in %s", method.__qualname__)
                     raise (conflict or Conflict("request", "Conflicts with a concurrent change; try again.")) from None
                 if last or not (kind == CONFLICT or _may_run_again(exc, kind)):
-                    root = root_cause(exc)
-                    log.warning("storage unavailable in %s (%s): %s: %s", method.__qualname__, kind,
-                                type(root).__name__, _first_line(root))
-                    raise Unavailable() from None
+                    raise unavailable(method.__qualname__, exc, kind) from None
                 log.info("running %s again after a %s error (%s)", method.__qualname__, kind,
                          type(root_cause(exc)).__name__)
                 time.sleep(random.uniform(0, 0.02 * 2**attempt))
@@ -146,6 +144,14 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
 
     wrapper.retries = retries
     return wrapper
+
+
+def unavailable(where: str, exc: BaseException, kind: str) -> Unavailable:
+    """Log the driver's failure in ``where`` (for the operator) and return the
+    ``Unavailable`` to raise (for the client: no driver text)."""
+    root = root_cause(exc)
+    log.warning("storage unavailable in %s (%s): %s: %s", where, kind, type(root).__name__, _first_line(root))
+    return Unavailable()
 
 
 @contextmanager

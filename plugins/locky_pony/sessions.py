@@ -1,13 +1,20 @@
-"""Login sessions, the login throttle and global grants of the Pony backend."""
+"""Login sessions, the login throttle and global grants of the Pony backend.
+
+The authentication read (session, user and policy revision in one statement) is plain
+SQL from :mod:`.reads`; everything else here runs on Pony's entities, one
+:func:`~.guard.transaction` per method.
+"""
 
 from __future__ import annotations
 
 import time
 
-from locky.records import Session
+from locky.records import Authenticated, Session, User
 
 from .guard import transaction
-from .stores import user_record, utcnow
+from .reader import Reader
+from .reads import AuthenticationRead
+from .stores import utcnow
 
 
 def session_record(row) -> Session:
@@ -21,8 +28,9 @@ def session_record(row) -> Session:
 
 
 class SessionStore:
-    def __init__(self, entities):
+    def __init__(self, entities, reader: Reader):
         self.e = entities
+        self._authentication = AuthenticationRead(reader, entities)
 
     @transaction
     def create(self, *, uuid: str, user_uuid: str, refresh_jti: str) -> Session:
@@ -31,15 +39,13 @@ class SessionStore:
         )
         return session_record(row)
 
-    @transaction
-    def identity(self, uuid: str):
-        session = self.e.Session.get(uuid=uuid)
-        if session is None or session.revoked_at is not None:
-            return None
-        user = self.e.User.get(uuid=session.user_uuid)
-        if user is None or user.del_token:
-            return None
-        return session_record(session), user_record(user)
+    def authenticate(self, uuid: str) -> Authenticated | None:
+        """The live session ``uuid``, its live user and the policy revision: one SELECT."""
+        return self._authentication.authenticate(uuid)
+
+    def identity(self, uuid: str) -> tuple[Session, User] | None:
+        found = self.authenticate(uuid)
+        return None if found is None else (found.session, found.user)
 
     @transaction
     def rotate(self, uuid: str, presented_jti: str, new_jti: str) -> bool:

@@ -1,7 +1,10 @@
 """The record stores of the Pony backend: users, groups, members, roles.
 
-Each public method is one ``db_session`` (one transaction); rows are turned into
-:mod:`locky.records` dataclasses before they leave it.
+A store's reads are plain SQL (:mod:`.reads`: one statement each, no entity layer);
+this module decides what they mean (which filters a kind has, emails lowercased,
+``None`` for a filter not given). Its writes go through Pony's entities, each write one
+:func:`~.guard.transaction`; entity rows are turned into :mod:`locky.records`
+dataclasses before they leave it.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from locky.errors import Conflict, Invalid, NotFound
 from locky.records import Group, Member, Page, Permission, Role, User
 
 from .guard import integrity_errors, transaction
-
-MAX_ID = 2**63 - 1
+from .reader import Reader
+from .reads import MAX_ID, RecordReads
 
 
 def utcnow() -> datetime:
@@ -67,12 +70,41 @@ def soft_delete(row, now: datetime) -> None:
 class Collection:
     """Reads and soft deletes shared by every record kind."""
 
+    #: The entity (a name in ``entities``) and the record of this kind.
+    entity_name: str
+    record: type
+    #: Builds the record from an entity row (the writes' answers).
+    to_record: Callable[[Any], Any]
     filters: tuple[str, ...] = ()
 
-    def __init__(self, entities, entity, to_record: Callable[[Any], Any]):
+    def __init__(self, entities, reader: Reader):
         self.entities = entities
-        self.entity = entity
-        self.to_record = to_record
+        self.entity = getattr(entities, self.entity_name)
+        self.reads = RecordReads(reader, self.entity, self.record)
+
+    # -- reads: one plain-SQL statement each ---------------------------------------
+
+    def get(self, id: int):
+        return self.reads.get(id)
+
+    def get_by_uuid(self, uuid: str):
+        return self.reads.find(uuid=uuid) if isinstance(uuid, str) else None
+
+    def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page:
+        return self.reads.page(after_id, limit, self.given_filters(filters))
+
+    def count(self, **filters: Any) -> int:
+        return self.reads.count(self.given_filters(filters))
+
+    def given_filters(self, filters: dict[str, Any]) -> dict[str, Any]:
+        """The filters to apply, as stored values: unknown names are a ``ValueError``,
+        ``None`` means "not given"."""
+        unknown = set(filters) - set(self.filters)
+        if unknown:
+            raise ValueError(f"unknown filter(s): {', '.join(sorted(unknown))}")
+        return {k: v for k, v in filters.items() if v is not None}
+
+    # -- writes ------------------------------------------------------------------------
 
     def _live(self, id: int):
         if not isinstance(id, int) or not 0 < id <= MAX_ID:
@@ -85,42 +117,6 @@ class Collection:
         if row is None:
             raise NotFound()
         return row
-
-    @transaction
-    def get(self, id: int):
-        row = self._live(id)
-        return None if row is None else self.to_record(row)
-
-    @transaction
-    def get_by_uuid(self, uuid: str):
-        row = self.entity.get(uuid=uuid) if isinstance(uuid, str) else None
-        return None if row is None or row.del_token else self.to_record(row)
-
-    def given_filters(self, filters: dict[str, Any]) -> dict[str, Any]:
-        """The filters to apply, as stored values: unknown names are a ``ValueError``,
-        ``None`` means "not given". Both read paths (entities here, plain SQL in
-        ``fast.py``) go through this."""
-        unknown = set(filters) - set(self.filters)
-        if unknown:
-            raise ValueError(f"unknown filter(s): {', '.join(sorted(unknown))}")
-        return {k: v for k, v in filters.items() if v is not None}
-
-    def _query(self, filters: dict[str, Any]):
-        query = self.entity.select(lambda r: r.del_token == 0)
-        given = self.given_filters(filters)
-        return query.filter(**given) if given else query
-
-    @transaction
-    def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page:
-        query = self._query(filters).filter(lambda r: r.id > after_id)
-        rows = list(query.order_by(lambda r: r.id).limit(limit + 1))
-        more = len(rows) > limit
-        items = [self.to_record(row) for row in rows[:limit]]
-        return Page(items=items, next_after_id=items[-1].id if more else None)
-
-    @transaction
-    def count(self, **filters: Any) -> int:
-        return self._query(filters).count()
 
     @transaction
     def delete(self, id: int):
@@ -153,6 +149,7 @@ def _email(value):
 
 
 class UserStore(Collection):
+    entity_name, record, to_record = "User", User, staticmethod(user_record)
     filters = ("email",)
 
     def given_filters(self, filters: dict[str, Any]) -> dict[str, Any]:
@@ -173,10 +170,8 @@ class UserStore(Collection):
             row.flush()
         return user_record(row)
 
-    @transaction
     def get_by_email(self, email: str) -> User | None:
-        row = self.entity.get(email=_email(email), del_token=0)
-        return None if row is None else user_record(row)
+        return self.reads.find(email=_email(email)) if isinstance(email, str) else None
 
     @transaction
     def update(self, id: int, **changes: Any) -> User:
@@ -195,6 +190,7 @@ class UserStore(Collection):
 
 
 class GroupStore(Collection):
+    entity_name, record, to_record = "Group", Group, staticmethod(group_record)
     filters = ("name",)
 
     @transaction
@@ -224,19 +220,26 @@ class GroupStore(Collection):
 
 
 class MemberStore(Collection):
+    entity_name, record, to_record = "Member", Member, staticmethod(member_record)
     filters = ("group_uuid", "user_uuid", "role")
 
     @transaction
-    def create(self, *, group_uuid: str, user_uuid: str, role: str) -> Member:
+    def create(self, *, group_uuid: str, user_uuid: str, role: str,
+               authorize: Callable[[], None] | None = None) -> Member:
+        # The references are checked once, here, in the insert's own transaction; then
+        # the caller's authorization (so a missing reference is a 400 before any 403).
+        # Whatever ``authorize`` raises propagates and rolls back: nothing is written.
         e = self.entities
         group = e.Group.get(uuid=group_uuid, del_token=0)
         if group is None:
-            raise Invalid.one("group_uuid", "No such group.")
+            raise Invalid.missing("group_uuid")
         user = e.User.get(uuid=user_uuid, del_token=0)
         if user is None:
-            raise Invalid.one("user_uuid", "No such user.")
+            raise Invalid.missing("user_uuid")
         if e.Role.get(name=role, del_token=0) is None:
-            raise Invalid.one("role", "No such role.")
+            raise Invalid.missing("role")
+        if authorize is not None:
+            authorize()
         now = utcnow()
         with integrity_errors(Conflict("user_uuid", "Already a member of this group.")):
             row = self.entity(
@@ -246,13 +249,15 @@ class MemberStore(Collection):
             row.flush()
         return member_record(row)
 
-    @transaction
     def role_of(self, user_uuid: str, group_uuid: str) -> str | None:
-        row = self.entity.get(group_uuid=group_uuid, user_uuid=user_uuid, del_token=0)
-        return None if row is None else row.role
+        if not (isinstance(user_uuid, str) and isinstance(group_uuid, str)):
+            return None
+        member = self.reads.find(group_uuid=group_uuid, user_uuid=user_uuid)
+        return None if member is None else member.role
 
 
 class RoleStore(Collection):
+    entity_name, record, to_record = "Role", Role, staticmethod(role_record)
     filters = ("name",)
 
     @staticmethod

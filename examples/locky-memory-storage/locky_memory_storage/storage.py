@@ -19,7 +19,8 @@ import uuid as uuidlib
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
-from locky import Conflict, Group, Invalid, Member, NotFound, Page, Permission, Role, Session, User
+from locky import Conflict, Group, Invalid, Member, Migration, NotFound, Page, Permission, Role, SchemaState, Session, User
+from locky.records import Authenticated
 
 
 def now() -> datetime:
@@ -218,14 +219,19 @@ class MemberStore(_Records):
             group_uuid=group_uuid, user_uuid=user_uuid, role=role,
         ))
 
-    def create(self, *, group_uuid: str, user_uuid: str, role: str) -> Member:
+    def create(self, *, group_uuid: str, user_uuid: str, role: str,
+               authorize: Callable[[], None] | None = None) -> Member:
+        # All under the lock, as one transaction: the references the caller's policy
+        # check relies on cannot change between the check and the insert.
         with self.lock:
             if self.db.groups.get_by_uuid(group_uuid) is None:
-                raise Invalid.one("group_uuid", "No such group.")
+                raise Invalid.missing("group_uuid")
             if self.db.users.get_by_uuid(user_uuid) is None:
-                raise Invalid.one("user_uuid", "No such user.")
+                raise Invalid.missing("user_uuid")
             if not self.db.roles._live_where(name=role):
-                raise Invalid.one("role", "No such role.")
+                raise Invalid.missing("role")
+            if authorize is not None:
+                authorize()  # may raise Forbidden: nothing is written yet
             if self._live_where(group_uuid=group_uuid, user_uuid=user_uuid):
                 raise Conflict("user_uuid", "Already a member of this group.")
             return self._add(group_uuid, user_uuid, role)
@@ -326,12 +332,21 @@ class SessionStore:
             return session
 
     def identity(self, uuid: str) -> tuple[Session, User] | None:
+        found = self.authenticate(uuid)
+        return None if found is None else (found.session, found.user)
+
+    def authenticate(self, uuid: str) -> Authenticated | None:
+        # One lock for session, user and revision: the three are of the same moment.
+        if not isinstance(uuid, str):
+            return None
         with self.lock:
             session = self.rows.get(uuid)
             if session is None or session.revoked_at is not None:
                 return None
             user = self.db.users.get_by_uuid(session.user_uuid)
-            return None if user is None else (session, user)
+            if user is None:
+                return None
+            return Authenticated(session=session, user=user, policy_revision=self.db._revision)
 
     def rotate(self, uuid: str, presented_jti: str, new_jti: str) -> bool:
         with self.lock:
@@ -428,6 +443,15 @@ class MemoryStorage:
     def revision(self) -> int:
         with self.lock:
             return self._revision
+
+    # A memory storage is born empty with the latest schema: nothing to carry forward.
+    SCHEMA_VERSION = 1
+
+    def schema(self) -> SchemaState:
+        return SchemaState(current=self.SCHEMA_VERSION, latest=self.SCHEMA_VERSION)
+
+    def migrate(self, *, dry_run: bool = False) -> list[Migration]:
+        return []
 
     def ping(self) -> bool:
         return True

@@ -1,0 +1,173 @@
+"""Every read of the Pony backend's records, in plain SQL, and the records built from
+their rows.
+
+A read (one record by id or by unique values, a keyset page, a count, the
+authentication read) is one SELECT, written here from the entities' mapping (table and
+column names follow it) and run by :class:`~.reader.Reader`. Rows become
+:mod:`locky.records` dataclasses directly: Pony's entity layer would cost ~100-300 µs
+per row in value checks and date parsing. Only live rows (``del_token = 0``) are read.
+Which filters a kind has, and how their values are normalised, is the stores' business
+(:mod:`.stores`); this module takes them as given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime
+from typing import Any, Callable
+
+from locky.records import Authenticated, Page, Permission, Session, User
+
+from .reader import Reader, Statement
+
+#: The largest id a record can have (64-bit ids on every engine).
+MAX_ID = 2**63 - 1
+
+
+def _datetime(value):
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value)  # SQLite: Pony's "YYYY-MM-DD HH:MM:SS[.ffffff]"
+
+
+def _permissions(value) -> tuple[Permission, ...]:
+    if isinstance(value, (str, bytes)):
+        value = json.loads(value)
+    return tuple(Permission(p["resource"], p["action"]) for p in value)
+
+
+def _converter(record_field: dataclasses.Field) -> Callable[[Any], Any] | None:
+    if record_field.name in ("created_at", "updated_at", "deleted_at", "revoked_at"):
+        return _datetime
+    if record_field.name == "permissions":
+        return _permissions
+    if record_field.name == "builtin":
+        return bool
+    return None
+
+
+def column(provider, entity, name: str) -> str:
+    return provider.quote_name(entity._adict_[name].columns[0])
+
+
+class Columns:
+    """The columns of ``entity`` that make a ``record`` dataclass, in its field order."""
+
+    def __init__(self, provider, entity, record, alias: str = ""):
+        self.record = record
+        fields = list(dataclasses.fields(record))
+        prefix = f"{alias}." if alias else ""
+        self.sql = ", ".join(prefix + column(provider, entity, f.name) for f in fields)
+        self.converters = [(i, c) for i, c in enumerate(map(_converter, fields)) if c is not None]
+        self.table = provider.quote_name(entity._table_)
+        self.width = len(fields)
+
+    def build(self, row, start: int = 0):
+        values = list(row[start:start + self.width])
+        for i, convert in self.converters:
+            values[i] = convert(values[i])
+        return self.record(*values)
+
+
+class RecordReads:
+    """The reads of one record kind: by id, by unique values, pages and counts."""
+
+    def __init__(self, reader: Reader, entity, record):
+        provider = reader.db.provider
+        self.reader = reader
+        self.provider = provider
+        self.entity = entity
+        self.columns = Columns(provider, entity, record)
+        self.id_col = column(provider, entity, "id")
+        self.live = f"{column(provider, entity, 'del_token')} = 0"
+        self.page_from = self.columns.table
+        if reader.dialect == "MySQL":
+            # MariaDB reads a page through (del_token, id) as "ref" access on del_token
+            # alone: from the first live row up to after_id, slower the deeper the page.
+            # Without that index it takes the primary key range (id > after_id) or a
+            # filter's own index: the same cost on every page. Counts still use it.
+            index = provider.quote_name(f"idx_{entity._table_}__del_token_id")
+            self.page_from = f"{self.columns.table} IGNORE INDEX ({index})"
+        self.by_id = reader.statement(f"SELECT {self.columns.sql} FROM {self.columns.table}"
+                                      f" WHERE {self.id_col} = {{}} AND {self.live}")
+        # Built on first use, one per set of filter names; two threads building one at
+        # once build the same statement, so no lock is needed.
+        self._statements: dict[tuple, Statement] = {}
+
+    def _where(self, names: tuple[str, ...]) -> str:
+        return " AND ".join([self.live] + [f"{column(self.provider, self.entity, n)} = {{}}" for n in names])
+
+    def _statement(self, key: tuple, sql: Callable[[], str]) -> Statement:
+        found = self._statements.get(key)
+        if found is None:
+            found = self._statements[key] = self.reader.statement(sql())
+        return found
+
+    def get(self, id: int):
+        """The live record with this id, or ``None``."""
+        if not isinstance(id, int) or not 0 < id <= MAX_ID:
+            return None
+        rows = self.reader.select(self.by_id, (int(id),))
+        return self.columns.build(rows[0]) if rows else None
+
+    def find(self, **values: Any):
+        """The live record with these column values (unique among live rows), or ``None``."""
+        names = tuple(sorted(values))
+        statement = self._statement(("find", names), lambda: (
+            f"SELECT {self.columns.sql} FROM {self.columns.table} WHERE {self._where(names)}"))
+        rows = self.reader.select(statement, tuple(values[n] for n in names))
+        return self.columns.build(rows[0]) if rows else None
+
+    def page(self, after_id: int, limit: int, given: dict[str, Any]) -> Page:
+        """Live records matching ``given`` with ``id > after_id``, in id order."""
+        names = tuple(sorted(given))
+        statement = self._statement(("page", names), lambda: (
+            f"SELECT {self.columns.sql} FROM {self.page_from}"
+            f" WHERE {self._where(names)} AND {self.id_col} > {{}} ORDER BY {self.id_col} LIMIT {{}}"))
+        rows = self.reader.select(statement, tuple(given[n] for n in names) + (int(after_id), int(limit) + 1))
+        more = len(rows) > limit
+        build = self.columns.build
+        items = [build(row) for row in rows[:limit]]
+        return Page(items=items, next_after_id=items[-1].id if more else None)
+
+    def count(self, given: dict[str, Any]) -> int:
+        """How many live records match ``given``."""
+        names = tuple(sorted(given))
+        statement = self._statement(("count", names), lambda: (
+            f"SELECT COUNT(*) FROM {self.columns.table} WHERE {self._where(names)}"))
+        return int(self.reader.select(statement, tuple(given[n] for n in names))[0][0])
+
+
+class AuthenticationRead:
+    """A live session, its live user and the policy revision, in one statement."""
+
+    def __init__(self, reader: Reader, entities):
+        provider = reader.db.provider
+        q = provider.quote_name
+        self.reader = reader
+        self.session_cols = Columns(provider, entities.Session, Session, "s")
+        self.user_cols = Columns(provider, entities.User, User, "u")
+        S, U, M = entities.Session, entities.User, entities.Meta
+        self.statement = reader.statement(
+            f"SELECT {self.session_cols.sql}, {self.user_cols.sql},"
+            f" (SELECT m.{column(provider, M, 'number')} FROM {q(M._table_)} m"
+            f" WHERE m.{column(provider, M, 'key')} = 'policy_revision')"
+            f" FROM {q(S._table_)} s JOIN {q(U._table_)} u"
+            f" ON u.{column(provider, U, 'uuid')} = s.{column(provider, S, 'user_uuid')}"
+            f" WHERE s.{column(provider, S, 'uuid')} = {{}} AND s.{column(provider, S, 'revoked_at')} IS NULL"
+            f" AND u.{column(provider, U, 'del_token')} = 0"
+        )
+
+    def authenticate(self, session_uuid: str) -> Authenticated | None:
+        if not isinstance(session_uuid, str):
+            return None
+        rows = self.reader.select(self.statement, (session_uuid,))
+        if not rows:
+            return None
+        row = rows[0]
+        return Authenticated(
+            session=self.session_cols.build(row),
+            user=self.user_cols.build(row, self.session_cols.width),
+            policy_revision=int(row[-1]),
+        )

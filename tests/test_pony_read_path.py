@@ -1,0 +1,364 @@
+"""The Pony storage's one read path: plain-SQL reads that stay right under threads and
+inside a caller's ``db_session``, the one-statement authentication read, and membership
+inserts that check their references and authorize in one transaction.
+
+Runs on SQLite always and on PostgreSQL and MariaDB/MySQL when ``backends.py`` finds
+them; every test gets an empty database.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from urllib.parse import urlsplit
+
+import pytest
+from pony.orm import db_session
+
+from locky.app import create_app
+from locky.errors import Forbidden, Invalid
+from locky.records import Authenticated, Group, Member, Permission, Role, User
+from locky.testing import make_settings
+from locky.testing.databases import run_sql as raw
+
+
+def app_for(url: str):
+    return create_app(make_settings(url, log_requests=False))
+
+
+def seed(storage) -> dict:
+    """A few records of every kind; returns them by name."""
+    users = [storage.users.create(name=f"user {i}", email=f"u{i}@example.com", password_hash="h") for i in range(4)]
+    role = storage.roles.create(name="auditor", description="reads", permissions=[Permission("audit", "read")])
+    groups = [storage.groups.create(name=f"g{i}", description=f"d{i}", owner_uuid=users[i].uuid) for i in range(3)]
+    extra = [
+        storage.members.create(group_uuid=groups[0].uuid, user_uuid=users[3].uuid, role="auditor"),
+        storage.members.create(group_uuid=groups[1].uuid, user_uuid=users[3].uuid, role="viewer"),
+    ]
+    return {"users": users, "groups": groups, "role": role, "members": extra}
+
+
+def read_calls(seeded: dict) -> list:
+    """Reads of every kind, each answered by a statement of its own: (what, call)."""
+    users, groups, role, members = seeded["users"], seeded["groups"], seeded["role"], seeded["members"]
+    u, g = users[3].uuid, groups[0].uuid
+    return [
+        ("users.get", lambda s: s.users.get(users[1].id)),
+        ("users.list", lambda s: s.users.list(limit=2)),
+        ("users.list email", lambda s: s.users.list(email="u2@example.com")),
+        ("users.count", lambda s: s.users.count()),
+        ("groups.get", lambda s: s.groups.get(groups[2].id)),
+        ("groups.list", lambda s: s.groups.list(limit=2)),
+        ("groups.list name", lambda s: s.groups.list(name="g1")),
+        ("groups.count name", lambda s: s.groups.count(name="g1")),
+        ("members.get", lambda s: s.members.get(members[0].id)),
+        ("members.list", lambda s: s.members.list(limit=3)),
+        ("members.list group", lambda s: s.members.list(group_uuid=g)),
+        ("members.list user", lambda s: s.members.list(user_uuid=u)),
+        ("members.list role", lambda s: s.members.list(role="viewer")),
+        ("members.list group role", lambda s: s.members.list(group_uuid=g, role="owner")),
+        ("members.list user role", lambda s: s.members.list(user_uuid=u, role="auditor")),
+        ("members.list group user", lambda s: s.members.list(group_uuid=g, user_uuid=u)),
+        ("members.count user", lambda s: s.members.count(user_uuid=u)),
+        ("roles.get", lambda s: s.roles.get(role.id)),
+        ("roles.list", lambda s: s.roles.list(limit=2)),
+        ("roles.list name", lambda s: s.roles.list(name="auditor")),
+    ]
+
+
+KINDS = {"users": User, "groups": Group, "members": Member, "roles": Role}
+
+
+def record_types(answer) -> set[type]:
+    items = answer.items if hasattr(answer, "items") else [answer]
+    return {type(item) for item in items}
+
+
+# ---------------------------------------------------------------------------
+# Prepared statements under threads (PostgreSQL)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.backend
+def test_threads_reading_every_kind_at_once_get_their_own_records(postgres_database):
+    """Statements are built and prepared lazily, per connection and thread, while other
+    threads read: every answer is still the record kind and values asked for. (On
+    CPython 3.11 the old counter-named statements never collided between threads of one
+    reader; their collision across readers is caught by the pooler test below.)"""
+    postgres_database.wipe()
+    url = postgres_database.url
+    app = app_for(url)
+    try:
+        seeded = seed(app.context.storage)
+        calls = read_calls(seeded)
+        expected = {what: call(app.context.storage) for what, call in calls}
+    finally:
+        app.close()
+    for what, answer in expected.items():
+        kind = KINDS.get(what.split(".")[0])
+        if not isinstance(answer, int):
+            assert record_types(answer) == {kind}, what
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # let threads interleave between any two bytecodes
+    try:
+        for round in range(6):
+            app = app_for(url)  # a new storage: every statement is new to it
+            storage = app.context.storage
+            barrier = threading.Barrier(len(calls))
+            wrong: list = []
+
+            def reader(first: int) -> None:
+                order = list(range(len(calls)))
+                random.Random(first).shuffle(order)
+                barrier.wait(timeout=30)
+                try:
+                    for index in [first] + order * 3:
+                        what, call = calls[index]
+                        answer = call(storage)
+                        if answer != expected[what]:
+                            wrong.append((what, answer))
+                except Exception as exc:  # reported below, with the others
+                    wrong.append(("raised", repr(exc)))
+
+            threads = [threading.Thread(target=reader, args=(i,)) for i in range(len(calls))]
+            try:
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join(timeout=60)
+            finally:
+                app.close()
+            assert not wrong, (round, wrong[:3])
+    finally:
+        sys.setswitchinterval(switch)
+
+
+PGBOUNCER = shutil.which("pgbouncer") or next(
+    (path for path in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.path.exists(path)), None)
+
+
+@pytest.fixture
+def pooled_url(postgres_database):
+    """``postgres_database`` behind a PgBouncer in transaction mode with ONE server
+    connection: every client (each app's Pony connections and readers) shares it."""
+    if PGBOUNCER is None:
+        pytest.skip("pgbouncer is not installed")
+    postgres_database.wipe()
+    server = urlsplit(postgres_database.url)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    directory = tempfile.mkdtemp(prefix="locky-pgbouncer-")
+    user = server.username or "postgres"
+    with open(os.path.join(directory, "userlist.txt"), "w") as users:
+        users.write(f'"{user}" ""\n')
+    with open(os.path.join(directory, "pgbouncer.ini"), "w") as config:
+        config.write(
+            f"[databases]\n* = host={server.hostname} port={server.port or 5432}\n"
+            f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {directory}/userlist.txt\n"
+            "pool_mode = transaction\ndefault_pool_size = 1\nmax_client_conn = 50\n"
+            f"logfile = {directory}/pgbouncer.log\n"
+        )
+    command = [PGBOUNCER, os.path.join(directory, "pgbouncer.ini")]
+    if os.geteuid() == 0:  # pgbouncer refuses to run as root
+        import pwd
+
+        owner = pwd.getpwnam("postgres")
+        for name in os.listdir(directory) + [""]:
+            os.chown(os.path.join(directory, name), owner.pw_uid, owner.pw_gid)
+        command = ["runuser", "-u", "postgres", "--"] + command
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None:
+                    pytest.skip("pgbouncer did not start")
+                time.sleep(0.05)
+        yield server._replace(netloc=f"{user}@127.0.0.1:{port}").geturl()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.backend
+def test_two_apps_sharing_server_sessions_read_their_own_records(pooled_url):
+    """Behind a transaction pooler, one server session serves every client: a prepared
+    statement's name must mean the same SQL to all of them, and the readers must leave
+    nothing session-level behind (a read-only session would refuse the next write)."""
+    first, second = app_for(pooled_url), app_for(pooled_url)
+    try:
+        seeded = seed(first.context.storage)
+        calls = read_calls(seeded)
+        expected = {what: call(first.context.storage) for what, call in calls}
+        # The second app prepares the same reads in another order.
+        for what, call in reversed(calls):
+            assert call(second.context.storage) == expected[what], what
+        for app in (first, second):
+            for what, call in calls:
+                assert call(app.context.storage) == expected[what], what
+        for index, app in enumerate((first, second)):
+            app.context.storage.users.create(name="late", email=f"late{index}@example.com", password_hash="h")
+        assert second.context.storage.users.count() == len(seeded["users"]) + 2
+    finally:
+        first.close()
+        second.close()
+
+
+# ---------------------------------------------------------------------------
+# Reads inside a caller's db_session (a batch)
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def storage(database_url):
+    app = app_for(database_url)
+    try:
+        yield app.context.storage
+    finally:
+        app.close()
+
+
+def test_reads_in_a_batch_see_the_batch_writes(storage):
+    with db_session:
+        ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="h")
+        assert storage.users.get(ada.id) == ada
+        assert storage.users.get_by_uuid(ada.uuid) == ada
+        assert storage.users.get_by_email("ADA@example.com") == ada
+        assert storage.users.list().items == [ada]
+        assert storage.users.list(email="ada@example.com").items == [ada]
+        assert storage.users.count() == 1
+        group = storage.groups.create(name="team", description="", owner_uuid=ada.uuid)
+        assert storage.groups.list(name="team").items == [group]
+        [owner] = storage.members.list(group_uuid=group.uuid).items
+        assert (owner.user_uuid, owner.role) == (ada.uuid, "owner")
+        assert storage.members.role_of(ada.uuid, group.uuid) == "owner"
+        session = storage.sessions.create(uuid="11111111-1111-4111-8111-111111111111", user_uuid=ada.uuid,
+                                          refresh_jti="a")
+        found = storage.sessions.authenticate(session.uuid)
+        assert (found.session, found.user) == (session, ada)
+
+        # A change the batch has not flushed yet is seen too.
+        storage.groups.delete(group.id)
+        assert storage.groups.get(group.id) is None
+        assert storage.members.list(group_uuid=group.uuid).items == []
+        assert storage.sessions.revoke(session.uuid)
+        assert storage.sessions.authenticate(session.uuid) is None
+    assert storage.users.get(ada.id) == ada  # and committed with the batch
+    assert storage.groups.count() == 0
+
+
+def test_a_batch_that_fails_leaves_nothing(storage):
+    with pytest.raises(RuntimeError):
+        with db_session:
+            ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="h")
+            assert storage.users.get(ada.id) == ada
+            raise RuntimeError("the caller gives up")
+    assert storage.users.get(ada.id) is None
+    assert storage.users.count() == 0
+
+
+# ---------------------------------------------------------------------------
+# Authentication in one read
+# ---------------------------------------------------------------------------
+
+
+def test_authenticate_finds_a_live_session_its_live_user_and_the_revision(storage):
+    users = [storage.users.create(name=f"n{i}", email=f"u{i}@example.com", password_hash="h") for i in range(2)]
+    live = storage.sessions.create(uuid="11111111-1111-4111-8111-111111111111", user_uuid=users[0].uuid,
+                                   refresh_jti="a")
+    orphan = storage.sessions.create(uuid="22222222-2222-4222-8222-222222222222", user_uuid=users[1].uuid,
+                                     refresh_jti="b")
+    found = storage.sessions.authenticate(live.uuid)
+    assert found == Authenticated(session=live, user=users[0], policy_revision=storage.revision())
+    assert storage.sessions.identity(live.uuid) == (live, users[0])
+
+    storage.roles.create(name="auditor", description="", permissions=[Permission("audit", "read")])
+    assert storage.sessions.authenticate(live.uuid).policy_revision == found.policy_revision + 1
+
+    storage.sessions.revoke(live.uuid)
+    assert storage.sessions.authenticate(live.uuid) is None
+    storage.users.delete(users[1].id)
+    assert storage.sessions.authenticate(orphan.uuid) is None
+    for unknown in ("33333333-3333-4333-8333-333333333333", "", None, 7, b"x"):
+        assert storage.sessions.authenticate(unknown) is None
+    assert not hasattr(storage, "authenticate")  # one way in: storage.sessions.authenticate
+
+
+# ---------------------------------------------------------------------------
+# Memberships: references, then the caller's authorization, then the insert
+# ---------------------------------------------------------------------------
+
+
+def test_member_create_checks_references_then_authorizes_then_inserts(storage):
+    ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="h")
+    bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="h")
+    group = storage.groups.create(name="team", description="", owner_uuid=ada.uuid)
+    nobody = "00000000-0000-4000-8000-000000000000"
+    calls: list[str] = []
+
+    def allow() -> None:
+        calls.append("authorize")
+
+    def deny() -> None:
+        calls.append("authorize")
+        raise Forbidden()
+
+    # A missing reference is reported, in the order group, user, role, before authorizing.
+    for arguments, field, message in (
+        ({"group_uuid": nobody, "user_uuid": nobody, "role": "nope"}, "group_uuid", "No such group."),
+        ({"group_uuid": group.uuid, "user_uuid": nobody, "role": "nope"}, "user_uuid", "No such user."),
+        ({"group_uuid": group.uuid, "user_uuid": bob.uuid, "role": "nope"}, "role", "No such role."),
+    ):
+        with pytest.raises(Invalid) as caught:
+            storage.members.create(**arguments, authorize=deny)
+        assert caught.value.fields == {field: message}
+    assert calls == []
+
+    # Forbidden propagates unchanged and nothing is written.
+    with pytest.raises(Forbidden):
+        storage.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="viewer", authorize=deny)
+    assert calls == ["authorize"]
+    assert storage.members.count(group_uuid=group.uuid) == 1
+    assert storage.members.role_of(bob.uuid, group.uuid) is None
+
+    member = storage.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="viewer", authorize=allow)
+    assert calls == ["authorize", "authorize"]
+    assert storage.members.get(member.id) == member
+    assert storage.members.role_of(bob.uuid, group.uuid) == "viewer"
+    # Without ``authorize`` it is the plain insert.
+    storage.members.delete(member.id)
+    again = storage.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="member")
+    assert storage.members.list(user_uuid=bob.uuid).items == [again]
+
+
+def test_a_deleted_group_user_or_role_is_missing(storage, database_url):
+    ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="h")
+    bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="h")
+    group = storage.groups.create(name="team", description="", owner_uuid=ada.uuid)
+    role = storage.roles.create(name="auditor", description="", permissions=[])
+    storage.roles.delete(role.id)
+    with pytest.raises(Invalid) as caught:
+        storage.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="auditor")
+    assert caught.value.fields == {"role": "No such role."}
+    storage.users.delete(bob.id)
+    with pytest.raises(Invalid) as caught:
+        storage.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="viewer")
+    assert caught.value.fields == {"user_uuid": "No such user."}
+    storage.groups.delete(group.id)
+    with pytest.raises(Invalid) as caught:
+        storage.members.create(group_uuid=group.uuid, user_uuid=ada.uuid, role="viewer")
+    assert caught.value.fields == {"group_uuid": "No such group."}
+    assert raw(database_url, "SELECT COUNT(*) FROM locky_members WHERE del_token = 0") == [(0,)]
