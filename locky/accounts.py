@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from locky import events
+from locky.client_address import client_key
 from locky.errors import Locked, Unauthorized
 from locky.records import Identity, User
 
@@ -30,25 +31,47 @@ class Accounts:
         self.context.emit(events.RECORD_CREATED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
         return user
 
-    def login(self, email: str, password: str, request_id: str | None = None) -> dict[str, Any]:
-        storage, hasher = self.context.storage, self.context.password_hasher
-        retry_after = storage.throttle.hit(
-            email, limit=self.settings.login_max_failures, window=self.settings.login_window
-        )
+    def login(self, email: str, password: str, request_id: str | None = None,
+              client_address: str | None = None) -> dict[str, Any]:
+        """Tokens for ``email`` and ``password``, or ``Unauthorized`` (401) or ``Locked`` (429).
+
+        Two counts guard it, in the storage's throttle (its rule: exponential backoff, see
+        :class:`~locky.providers.LoginThrottle`): the email's (``login_max_failures``) and,
+        first, the client address's over all emails (``login_max_failures_per_ip``), so
+        one address can neither lock many accounts nor guess on through them. Both count
+        the attempt before the password is checked (concurrent guesses cannot slip
+        through), and a success takes it back: the email's count is forgotten, the
+        address's attempt forgiven (its other failures stay). While either is locked the
+        answer is 429 whatever the password: a right password let through during the
+        lock would make the lock no limit on guessing (the answer would tell).
+        """
+        storage, hasher, settings = self.context.storage, self.context.password_hasher, self.settings
+        throttle, window = storage.throttle, settings.login_window
+        address_key = client_key(client_address) if client_address is not None else None
+        if address_key is not None:
+            retry_after = throttle.hit(address_key, limit=settings.login_max_failures_per_ip, window=window)
+            if retry_after is not None:
+                self._locked(email, "client address locked", retry_after, request_id)
+        retry_after = throttle.hit(email, limit=settings.login_max_failures, window=window)
         if retry_after is not None:
-            self.context.emit(events.LOGIN_FAILED, details={"email": email, "reason": "locked"}, request_id=request_id)
-            raise Locked(retry_after)
+            self._locked(email, "locked", retry_after, request_id)
         user = storage.users.get_by_email(email)
         matches = hasher.verify(password, user.password_hash if user else self._dummy_hash)
         if user is None or not matches:
             self.context.emit(events.LOGIN_FAILED, details={"email": email}, request_id=request_id)
             raise Unauthorized(BAD_LOGIN)
-        storage.throttle.reset(email)
+        throttle.reset(email)
+        if address_key is not None:
+            throttle.forgive(address_key)
         if hasher.needs_rehash(user.password_hash):
             user = storage.users.update(user.id, password_hash=hasher.hash(password))
         body = self._start_session(user)
         self.context.emit(events.LOGIN_SUCCEEDED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
         return body
+
+    def _locked(self, email: str, reason: str, retry_after: int, request_id: str | None) -> None:
+        self.context.emit(events.LOGIN_FAILED, details={"email": email, "reason": reason}, request_id=request_id)
+        raise Locked(retry_after)
 
     def _start_session(self, user: User) -> dict[str, Any]:
         tokens = self.context.tokens

@@ -31,7 +31,7 @@ class IdConverter(falcon.routing.BaseConverter):
     PATTERN = re.compile(r"^[1-9][0-9]{0,18}$")
 
     def convert(self, value: str):
-        if not self.PATTERN.match(value):
+        if not self.PATTERN.fullmatch(value):
             return None
         number = int(value)
         return number if number <= MAX_ID else None

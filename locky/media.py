@@ -61,18 +61,29 @@ def _stream(req: falcon.Request):
     return req.bounded_stream
 
 
+def _read(req: falcon.Request, size: int) -> bytes:
+    """Up to ``size`` bytes of the body. The server's reader raises its own errors for a
+    body the client framed wrongly (a bad chunk size, a missing CRLF, a connection closed
+    mid-body: gunicorn's ``InvalidChunkSize``, ``NoMoreData`` ...); each is the client's
+    fault, a 400, whichever server runs the app, so no type of one server is named here."""
+    try:
+        return _stream(req).read(size)
+    except Exception:
+        raise Invalid.one("body", "The body could not be read: malformed chunked encoding or an incomplete body.") from None
+
+
 def read_json(req: falcon.Request, max_bytes: int) -> dict[str, Any]:
     """The request body as a dict, or the contract's 400/413/415."""
     media_type = (req.content_type or "").split(";", 1)[0].strip().lower()
     if media_type != "application/json":
         # 415 is for a body of another type; no body at all is a missing JSON object.
-        if not _stream(req).read(1):
+        if not _read(req, 1):
             raise Invalid.one("body", "A JSON object is required.")
         raise falcon.HTTPUnsupportedMediaType(description="Send the body as application/json.")
     length = req.content_length
     if length is not None and length > max_bytes:
         raise falcon.HTTPContentTooLarge(description=f"The body is larger than {max_bytes} bytes.")
-    raw = _stream(req).read(max_bytes + 1)
+    raw = _read(req, max_bytes + 1)
     if len(raw) > max_bytes:
         raise falcon.HTTPContentTooLarge(description=f"The body is larger than {max_bytes} bytes.")
     if not raw.strip():

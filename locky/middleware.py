@@ -37,7 +37,7 @@ class RequestContext:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()
         given = req.get_header("X-Request-ID")
-        req.context.request_id = given if given and REQUEST_ID.match(given) else str(uuid.uuid4())
+        req.context.request_id = given if given and REQUEST_ID.fullmatch(given) else str(uuid.uuid4())
         req.context.identity = None
 
     def process_response(self, req, resp, resource, req_succeeded) -> None:

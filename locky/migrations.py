@@ -36,4 +36,4 @@ def prepare_storage(storage: Storage, settings: Settings) -> None:
             " or set LOCKY_AUTO_MIGRATE=true"
         )
     for step in storage.migrate():
-        log.warning("database schema migrated to version %s: %s", step.version, step.description)
+        log.warning("database schema step %s applied: %s", step.version, step.description)

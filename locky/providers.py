@@ -96,7 +96,16 @@ class MemberStore(RecordStore[Member], Protocol):
 
         Locky passes the policy check of ``POST /v1/private/members`` as ``authorize``,
         so the references are read once and the decision sees the same records.
+
+        Concurrent deletes of the group, the user or the role must not leave the new
+        membership live on a deleted record: they either complete first (then this is
+        ``Invalid.missing``) or see it (and end it, or refuse the role's delete).
         """
+
+    def delete(self, id: int) -> Member:
+        """Soft-delete the membership, as :meth:`RecordStore.delete`; but raise
+        ``Invalid.one("role", ...)`` when it is the group's last live ``owner``
+        membership, also when two owners leave at the same moment (one of them stays)."""
 
     def role_of(self, user_uuid: str, group_uuid: str) -> str | None:
         """The role of the user's live membership in the live group, or ``None``."""
@@ -108,7 +117,12 @@ class RoleStore(RecordStore[Role], Protocol):
 
     def update(self, id: int, **changes: Any) -> Role:
         """Change ``name``, ``description``, ``permissions``. ``Invalid`` for a built-in
-        role or a rename of a role held by live memberships; ``NotFound``; ``Conflict``."""
+        role or a rename of a role held by live memberships or grants; ``NotFound``;
+        ``Conflict``.
+
+        ``delete`` raises ``Invalid`` for a built-in role or one held by live
+        memberships or grants (also against memberships added concurrently): a role
+        created later with the same name must start with nobody holding it."""
 
     def sync_builtin(self, roles: Iterable[BuiltinRole]) -> None:
         """Make the stored built-in roles match ``roles`` (from the policy files):
@@ -148,19 +162,54 @@ class SessionStore(Protocol):
     def revoke(self, uuid: str) -> bool:
         """Revoke the session; ``True`` when it was live."""
 
+    def revoke_all(self, user_uuid: str, *, keep: str | None = None) -> int:
+        """Revoke every live session of the user but the one whose uuid is ``keep``
+        (when given); return how many were revoked.
 
-class LoginThrottle(Protocol):
-    """Failed-login counting shared by every worker process."""
-
-    def hit(self, key: str, *, limit: int, window: int) -> int | None:
-        """Count one login attempt for ``key`` atomically.
-
-        Return ``None`` when the attempt may proceed (at most ``limit`` attempts in
-        ``window`` seconds), else the seconds until the window ends.
+        Locky calls it when a password changes (``keep`` is the caller's own session
+        when users change their own) and when an admin changes another user's
+        credentials (no ``keep``). A refresh racing it must not outlive it.
         """
 
-    def reset(self, key: str) -> None:
-        """Forget the attempts of ``key`` (a successful login)."""
+
+class LoginThrottle(Protocol):
+    """Failed-login counting with exponential backoff, shared by every worker process.
+
+    Keys are emails (lowercased) and client addresses (``ip:...``). Locky calls
+    :meth:`hit` before it checks a password, so an attempt counts as a failure until a
+    success takes it back (:meth:`reset` for the email, :meth:`forgive` for the address).
+
+    The rule, for ``limit`` L and ``window`` W seconds: a key's count starts at its first
+    attempt and ends W seconds later. Once the count reaches L, the key is locked for
+    ``min(W, W / 16 * 2**(count - L))`` seconds after its last counted attempt (56 seconds
+    for the defaults, doubling with each further failure up to the window). Attempts
+    while locked are refused and NOT counted, so they cannot extend the lock; the first
+    attempt after the lock ends is counted again (and, failing, locks for twice as long).
+    A count whose window has ended starts afresh at the next attempt once no lock holds.
+    """
+
+    def hit(self, key: str, *, limit: int, window: int) -> int | None:
+        """Count one attempt for ``key`` atomically (concurrent hits never let more than
+        ``limit`` attempts through before the lock), as the class docstring says.
+
+        Return ``None`` when the attempt may proceed, else the whole seconds (at least 1,
+        rounded up) until the lock ends, without counting the attempt. A hit that adds a
+        key also deletes a bounded batch of ended keys (see :meth:`prune`), so keys never
+        seen again do not pile up.
+        """
+
+    def reset(self, key: str) -> bool:
+        """Forget ``key``'s count and lock (a successful login; ``locky unlock``).
+        ``True`` when there was something to forget."""
+
+    def forgive(self, key: str) -> None:
+        """Take back one counted attempt of ``key`` (it succeeded), never below zero;
+        the window and the other attempts stay (a client address's successful login)."""
+
+    def prune(self, *, window: int, batch: int = 1000) -> int:
+        """Delete up to ``batch`` keys that ended: whose window started ``2 * window``
+        seconds ago or earlier (any count and lock of theirs is over by then). Return
+        how many were deleted."""
 
 
 class GrantStore(Protocol):

@@ -11,6 +11,9 @@ from datetime import datetime, timezone
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate, validates
 
 READ_ONLY = ("id", "uuid", "created_at", "updated_at", "deleted_at", "builtin")
+# The patterns are also written into the Swagger document, where ``$`` is the true end
+# of the value; in Python ``$`` also matches before a final newline, so every check
+# here uses ``fullmatch``, never ``match`` (``"<uuid>\n"`` must not pass).
 ROLE_NAME = r"^[a-z][a-z0-9_-]{0,63}$"
 PERMISSION_PART = r"^[a-z*][a-z0-9_.:*-]{0,63}$"
 MAX_ID = 2**63 - 1  # the largest id storage assigns (a signed 64-bit column)
@@ -23,10 +26,31 @@ EMAIL = re.compile(
 )
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
+# The rules below are also written into the Swagger document as JSON Schema patterns, so
+# that generated clients (and schemathesis) check what the server checks. They are
+# spelled with escapes every regex dialect involved reads alike: Python ``re``,
+# ECMA-262 (Swagger UI, most validators) and Rust ``regex`` (jsonschema-rs).
+# tests/test_swagger.py checks each pattern against the validator it stands for.
+#: The pattern of UUID4 (the server checks the same regular expression).
+UUID4_PATTERN = UUID4.pattern
+#: An email address, as ``email_address`` checks it (with ``maxLength: 254``).
+EMAIL_PATTERN = EMAIL.pattern
+_CONTROLS = r"\x00-\x1f\x7f"
+#: The characters ``str.strip()`` removes (``str.isspace()``) that are not controls.
+_SPACES = r" \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: Free text (``plain_text``): no control characters.
+TEXT_PATTERN = rf"^[^{_CONTROLS}]*$"
+#: A name (``plain_text`` and ``not_blank``): no control characters, and at least one
+#: character that is not a space; "names made only of whitespace are 400".
+NAME_PATTERN = rf"^[^{_CONTROLS}]*[^{_CONTROLS}{_SPACES}][^{_CONTROLS}]*$"
+#: Any string storage keeps: every body string with a NUL is a 400 (locky.media).
+NO_NUL_PATTERN = r"^[^\x00]*$"
 
-def d(text: str) -> dict:
-    """Field metadata for the Swagger document."""
-    return {"metadata": {"description": text}}
+
+def d(text: str, **schema) -> dict:
+    """Field metadata for the Swagger document: a description, plus JSON Schema keywords
+    for rules apispec cannot read off a validator (``pattern``, ``format``...)."""
+    return {"metadata": {"description": text, **schema}}
 
 
 class Timestamp(fields.Field):
@@ -55,6 +79,20 @@ def not_blank(value: str) -> None:
 
 #: A display or group name: 1-255 characters, not only spaces, no control characters.
 NAME = [validate.Length(1, 255), not_blank, plain_text]
+NAME_TEXT = "1-255 characters, no control characters, not only whitespace."
+DESCRIPTION_TEXT = "Free text, at most 1024 characters, no control characters."
+#: Swagger 2.0 counts characters; bcrypt and the server count bytes.
+PASSWORD_TEXT = ("8-72 bytes of UTF-8, checked as bytes: every character outside ASCII takes 2-4"
+                 " of them, so 72 characters is the most only for ASCII. Longer is rejected (400),"
+                 " never truncated. No NUL characters.")
+PASSWORD_RULES = {"format": "password", "minLength": 8, "maxLength": 72, "pattern": NO_NUL_PATTERN}
+#: No ``format: email``: validators read it differently (RFC 5321's 64-character local part,
+#: quoted local parts...); the pattern is the rule the server checks, and the whole of it.
+EMAIL_RULES = {"maxLength": 254, "pattern": EMAIL_PATTERN}
+#: Examples the document shows (and schemathesis' examples phase sends).
+EXAMPLE_UUID = "3f2b6c1e-8a4d-4e5f-9b7c-2d1e0f9a8b7c"
+EXAMPLE_EMAIL = "ada@example.com"
+EXAMPLE_PASSWORD = "correct horse battery staple"
 
 
 def utf8_bytes(low: int, high: int):
@@ -67,23 +105,23 @@ def utf8_bytes(low: int, high: int):
 
 
 def email_address(value: str) -> None:
-    if len(value) > 254 or not EMAIL.match(value):
+    if len(value) > 254 or not EMAIL.fullmatch(value):
         raise ValidationError("Not a valid email address.")
 
 
 def uuid4(value: str) -> None:
-    if not UUID4.match(value):
+    if not isinstance(value, str) or not UUID4.fullmatch(value):
         raise ValidationError("Not a valid UUID.")
 
 
 class Pattern(validate.Regexp):
-    """``validate.Regexp`` whose ``$`` is the true end: ``re.match`` lets ``$`` match
+    """``validate.Regexp`` matching the whole value: ``re.match`` lets ``$`` match
     before a final newline, which would let ``"admin\n"`` through a name pattern."""
 
     def __call__(self, value):
-        if isinstance(value, str) and value.endswith("\n"):
+        if not isinstance(value, str) or self.regex.fullmatch(value) is None:
             raise ValidationError(self._format_error(value))
-        return super().__call__(value)
+        return value
 
 
 def not_uuid(value: str) -> None:
@@ -123,61 +161,62 @@ class Email(fields.String):
 
 
 class UserRequestSchema(RequestSchema):
-    name = fields.String(required=True, validate=NAME, **d("Display name, 1-255 characters."))
-    email = Email(required=True, validate=email_address, **d("Email address, unique among live users; stored trimmed and lowercased."))
-    password = fields.String(required=True, validate=utf8_bytes(8, 72), **d("Password, 8-72 bytes of UTF-8; never returned."))
+    name = fields.String(required=True, validate=NAME, **d("Display name: " + NAME_TEXT, pattern=NAME_PATTERN, example="Ada Lovelace"))
+    email = Email(required=True, validate=email_address, **d("Email address, unique among live users; stored trimmed and lowercased.", **EMAIL_RULES, example=EXAMPLE_EMAIL))
+    password = fields.String(required=True, validate=utf8_bytes(8, 72), **d("Password; never returned. " + PASSWORD_TEXT, **PASSWORD_RULES, example=EXAMPLE_PASSWORD))
 
 
 class UserUpdateSchema(UserRequestSchema):
     """The same fields as registration, each optional."""
 
-    name = fields.String(validate=NAME, **d("Display name, 1-255 characters."))
-    email = Email(validate=email_address, **d("Email address, unique among live users."))
-    password = fields.String(validate=utf8_bytes(8, 72), **d("New password, 8-72 bytes of UTF-8."))
+    name = fields.String(validate=NAME, **d("Display name: " + NAME_TEXT, pattern=NAME_PATTERN, example="Ada King"))
+    email = Email(validate=email_address, **d("Email address, unique among live users.", **EMAIL_RULES, example="ada.king@example.com"))
+    password = fields.String(validate=utf8_bytes(8, 72), **d("New password. " + PASSWORD_TEXT, **PASSWORD_RULES, example="a new long passphrase"))
+    current_password = fields.String(load_only=True, validate=validate.Length(1, 1024), **d("The caller's current password: required to change your own password or email.", format="password", pattern=NO_NUL_PATTERN))
 
 
 class LoginRequestSchema(RequestSchema):
-    email = Email(required=True, validate=validate.Length(1, 254), **d("The account's email address."))
-    password = fields.String(required=True, validate=validate.Length(1, 1024), **d("The account's password."))
+    email = Email(required=True, validate=validate.Length(1, 254), **d("The account's email address.", **EMAIL_RULES, example=EXAMPLE_EMAIL))
+    password = fields.String(required=True, validate=validate.Length(1, 1024), **d("The account's password.", format="password", pattern=NO_NUL_PATTERN, example=EXAMPLE_PASSWORD))
 
 
 class RefreshRequestSchema(RequestSchema):
-    refresh_token = fields.String(required=True, validate=validate.Length(1, 4096), **d("The refresh token of the last login or refresh."))
+    refresh_token = fields.String(required=True, validate=validate.Length(1, 4096), **d("The refresh token of the last login or refresh.", pattern=NO_NUL_PATTERN))
 
 
 class GroupRequestSchema(RequestSchema):
-    name = fields.String(required=True, validate=NAME, **d("Group name, unique among live groups."))
-    description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
+    name = fields.String(required=True, validate=NAME, **d("Group name, unique among live groups. " + NAME_TEXT, pattern=NAME_PATTERN, example="Engineering"))
+    description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text], **d(DESCRIPTION_TEXT, pattern=TEXT_PATTERN, example="The engineering team."))
 
 
 class GroupUpdateSchema(GroupRequestSchema):
-    name = fields.String(validate=NAME, **d("Group name, unique among live groups."))
-    description = fields.String(validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
+    name = fields.String(validate=NAME, **d("Group name, unique among live groups. " + NAME_TEXT, pattern=NAME_PATTERN))
+    description = fields.String(validate=[validate.Length(0, 1024), plain_text], **d(DESCRIPTION_TEXT, pattern=TEXT_PATTERN))
 
 
 class MemberRequestSchema(RequestSchema):
-    group_uuid = fields.String(required=True, validate=uuid4, **d("The live group to join."))
-    user_uuid = fields.String(required=True, validate=uuid4, **d("The live user who joins."))
-    role = fields.String(load_default="member", validate=Pattern(ROLE_NAME, error="Not a valid role name."), **d("Name of an existing role; default member."))
+    group_uuid = fields.String(required=True, validate=uuid4, **d("The live group to join.", pattern=UUID4_PATTERN, example=EXAMPLE_UUID))
+    user_uuid = fields.String(required=True, validate=uuid4, **d("The live user who joins.", pattern=UUID4_PATTERN, example=EXAMPLE_UUID))
+    role = fields.String(load_default="member", validate=Pattern(ROLE_NAME, error="Not a valid role name."), **d("Name of an existing role; default member. admin and user are held globally, never through a membership (400)."))
 
 
 class PermissionSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("users, groups, members, roles, or any string of a client application."))
-    action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("read, write, or any string of a client application."))
+    resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("users, groups, members, roles, or any string of a client application.", example="reports"))
+    action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("read, write, or any string of a client application.", example="read"))
 
 
 class RoleRequestSchema(RequestSchema):
-    name = fields.String(required=True, validate=[Pattern(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), not_uuid], **d("Role name, unique among live roles; not shaped like a UUID."))
-    description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
+    name = fields.String(required=True, validate=[Pattern(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), not_uuid], **d("Role name, unique among live roles; not shaped like a UUID.", example="auditor"))
+    description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text], **d(DESCRIPTION_TEXT, pattern=TEXT_PATTERN, example="Reads the reports."))
     permissions = fields.List(fields.Nested(PermissionSchema), load_default=list, validate=validate.Length(0, 256), **d("What the role allows within the groups where it is held."))
 
 
 class RoleUpdateSchema(RoleRequestSchema):
     name = fields.String(validate=[Pattern(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), not_uuid], **d("Role name, unique among live roles; not shaped like a UUID."))
-    description = fields.String(validate=[validate.Length(0, 1024), plain_text], **d("Free text, at most 1024 characters."))
+    description = fields.String(validate=[validate.Length(0, 1024), plain_text], **d(DESCRIPTION_TEXT, pattern=TEXT_PATTERN))
     permissions = fields.List(fields.Nested(PermissionSchema), validate=validate.Length(0, 256), **d("Replaces the role's permissions."))
 
 
@@ -188,7 +227,7 @@ class RoleUpdateSchema(RoleRequestSchema):
 
 class RecordSchema(Schema):
     id = fields.Integer(dump_only=True, **d("Unique identifier (unsigned 64-bit)."))
-    uuid = fields.String(dump_only=True, **d("UUID4."))
+    uuid = fields.String(dump_only=True, **d("UUID4, lowercase canonical form.", pattern=UUID4_PATTERN))
     created_at = Timestamp(dump_only=True, **d("Creation time, RFC 3339 UTC."))
     updated_at = Timestamp(dump_only=True, **d("Last update time, RFC 3339 UTC."))
     deleted_at = Timestamp(dump_only=True, allow_none=True, **d("Soft-delete time; null while live."))
@@ -205,8 +244,8 @@ class GroupSchema(RecordSchema):
 
 
 class MemberSchema(RecordSchema):
-    group_uuid = fields.String(**d("The group."))
-    user_uuid = fields.String(**d("The user."))
+    group_uuid = fields.String(**d("The group.", pattern=UUID4_PATTERN))
+    user_uuid = fields.String(**d("The user.", pattern=UUID4_PATTERN))
     role = fields.String(**d("The role the user holds in the group."))
 
 
@@ -280,16 +319,16 @@ class ListQuerySchema(Schema):
 
 
 class UserFilterSchema(ListQuerySchema):
-    email = Email(validate=email_address, **d("Exact email (compared lowercased)."))
+    email = Email(validate=email_address, **d("Exact email (compared lowercased).", **EMAIL_RULES))
 
 
 class GroupFilterSchema(ListQuerySchema):
-    name = fields.String(validate=NAME, **d("Exact name."))
+    name = fields.String(validate=NAME, **d("Exact name. " + NAME_TEXT, pattern=NAME_PATTERN))
 
 
 class MemberFilterSchema(ListQuerySchema):
-    group_uuid = fields.String(validate=uuid4, **d("Exact group uuid."))
-    user_uuid = fields.String(validate=uuid4, **d("Exact user uuid."))
+    group_uuid = fields.String(validate=uuid4, **d("Exact group uuid.", pattern=UUID4_PATTERN))
+    user_uuid = fields.String(validate=uuid4, **d("Exact user uuid.", pattern=UUID4_PATTERN))
     role = fields.String(validate=Pattern(ROLE_NAME, error="Not a valid role name."), **d("Exact role name."))
 
 
@@ -301,7 +340,7 @@ class AuthzQuerySchema(Schema):
     class Meta:
         unknown = RAISE
 
-    user_uuid = fields.String(required=True, validate=uuid4, **d("The user to decide for."))
+    user_uuid = fields.String(required=True, validate=uuid4, **d("The user to decide for.", pattern=UUID4_PATTERN))
     resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
     action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("The action."))
-    group_uuid = fields.String(validate=uuid4, **d("The group whose membership roles apply."))
+    group_uuid = fields.String(validate=uuid4, **d("The group whose membership roles apply.", pattern=UUID4_PATTERN))

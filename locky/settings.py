@@ -9,15 +9,35 @@ with a message that says what to fix.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 import secrets
+import stat
+import string
+import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from locky.client_address import parse_networks
+
 DEFAULT_DATABASE_FILE = "locky.sqlite"
 MIN_SECRET_BYTES = 32
+#: A secret with fewer different characters is a placeholder, not a random value.
+MIN_SECRET_DISTINCT = 8
+SECRET_ADVICE = "e.g. `python -c 'import secrets; print(secrets.token_urlsafe(48))'`"
+#: ``LOCKY_*`` variables that are not settings but are read elsewhere: the TOML file's
+#: name, the command-line clients, and the documented variables of the contrib and
+#: example plugins; ``LOCKY_TEST_*`` and ``LOCKY_BENCH_*`` belong to the test kit and
+#: the benchmarks, ``LOCKY_REQUIRE_BACKENDS`` and ``LOCKY_FUZZ_EXAMPLES`` to the test suite.
+OTHER_VARIABLES = frozenset({
+    "LOCKY_CONFIG", "LOCKY_URL", "LOCKY_REDIS_URL", "LOCKY_API_KEYS_DB", "LOCKY_AUDIT_LOG",
+    "LOCKY_REQUIRE_BACKENDS", "LOCKY_FUZZ_EXAMPLES",
+})
+OTHER_PREFIXES = ("LOCKY_TEST_", "LOCKY_BENCH_")
+log = logging.getLogger("locky")
 
 
 class SettingsError(ValueError):
@@ -44,6 +64,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 2
+    threads: int = 64
     storage: str = "pony"
     tokens: str = "jwt"
     password_hasher: str = "bcrypt"
@@ -55,9 +76,15 @@ class Settings:
     autoload_plugins: bool = True
     # Storage schema: migrate at startup (under a database lock) or refuse.
     auto_migrate: bool = True
+    # Seconds any one database call may take (connecting, a statement, a lock wait).
+    db_timeout: int = 5
     bcrypt_rounds: int = 12
     login_max_failures: int = 5
     login_window: int = 15 * 60
+    # Failed logins one client address may make per window, over all emails.
+    login_max_failures_per_ip: int = 50
+    # CIDRs of the reverse proxies whose X-Forwarded-For names the client (see client_address).
+    trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 64 * 1024
     log_requests: bool = True
     # Free-form section for third-party plugins: ``[plugins.NAME]`` in TOML.
@@ -72,6 +99,7 @@ class Settings:
     ) -> "Settings":
         """Build settings from a TOML file, ``LOCKY_*`` variables and overrides."""
         environ = os.environ if environ is None else environ
+        _warn_unknown_variables(environ, [f.name for f in dataclasses.fields(cls) if f.name != "extra"])
         values: dict[str, Any] = {}
         config = config or environ.get("LOCKY_CONFIG")
         if config:
@@ -111,6 +139,11 @@ class Settings:
             raise SettingsError(
                 f"LOCKY_JWT_SECRET must be at least {MIN_SECRET_BYTES} bytes long"
             )
+        if self.jwt_secret is not None and _low_entropy(self.jwt_secret):
+            raise SettingsError(
+                f"LOCKY_JWT_SECRET is not random: it has fewer than {MIN_SECRET_DISTINCT} different"
+                f" characters (not counting spaces); use a random value, {SECRET_ADVICE}"
+            )
         if self.jwt_algorithm not in ("HS256", "HS384", "HS512"):
             raise SettingsError("LOCKY_JWT_ALGORITHM must be one of HS256, HS384, HS512")
         for name, low, high in (
@@ -118,10 +151,13 @@ class Settings:
             ("refresh_ttl", 60, 365 * 24 * 3600),
             ("port", 0, 65535),
             ("workers", 1, 256),
+            ("threads", 1, 256),
             ("bcrypt_rounds", 4, 31),
             ("login_max_failures", 1, 1000),
             ("login_window", 1, 7 * 24 * 3600),
+            ("login_max_failures_per_ip", 1, 1_000_000),
             ("max_body_bytes", 1024, 16 * 1024 * 1024),
+            ("db_timeout", 1, 300),
         ):
             value = getattr(self, name)
             if not low <= value <= high:
@@ -129,6 +165,10 @@ class Settings:
         for name in ("storage", "tokens", "password_hasher", "authorizer"):
             if not getattr(self, name):
                 raise SettingsError(f"LOCKY_{name.upper()} must name a provider")
+        try:
+            parse_networks(self.trusted_proxies)
+        except ValueError as exc:
+            raise SettingsError(f"LOCKY_TRUSTED_PROXIES: {exc} (comma-separated CIDRs, e.g. 10.0.0.0/8)") from None
 
     @property
     def sqlite_path(self) -> Path | None:
@@ -164,25 +204,95 @@ class Settings:
 
 
 def _stored_secret(path: Path) -> str:
-    try:
-        secret = path.read_text().strip()
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        secret = secrets.token_urlsafe(32)  # 256 bits
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process won the race: use its secret
-            return path.read_text().strip()
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secret + "\n")
-        import logging
+    """The secret kept in ``path``, made there (mode 0600) when the file is missing.
 
-        logging.getLogger("locky").warning(
-            "LOCKY_JWT_SECRET is not set: generated a random secret and stored it in %s", path
-        )
+    The file is refused when it is a symbolic link, not owned by the server's user, or
+    open to its group or to others, and when its secret is short or not random.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return _new_secret(path)
+    except OSError as exc:
+        if path.is_symlink():
+            raise SettingsError(
+                f"the secret file {path} is a symbolic link: replace it with a regular file"
+                " (mode 0600, owned by the user running Locky)"
+            ) from None
+        raise SettingsError(f"cannot read the secret file {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        problems = _file_problems(path, os.fstat(handle.fileno()))
+        secret = _read_secret(handle)
     if len(secret.encode()) < MIN_SECRET_BYTES:
-        raise SettingsError(f"the secret in {path} is shorter than {MIN_SECRET_BYTES} bytes")
+        problems.append(f"its secret is shorter than {MIN_SECRET_BYTES} bytes")
+    elif _low_entropy(secret):
+        problems.append(f"its secret has fewer than {MIN_SECRET_DISTINCT} different characters")
+    if problems:
+        raise SettingsError(
+            f"the secret file {path} is refused: {'; '.join(problems)}. Fix it, or delete the file"
+            " to have Locky make a new random one (tokens signed with the old secret stop working)"
+        )
     return secret
+
+
+def _file_problems(path: Path, info: os.stat_result) -> list[str]:
+    problems = []
+    if not stat.S_ISREG(info.st_mode):
+        problems.append("it is not a regular file")
+    if hasattr(os, "geteuid") and info.st_uid != os.geteuid():
+        problems.append(f"it is owned by uid {info.st_uid}, not by the user running Locky (uid {os.geteuid()}):"
+                        f" chown it")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        problems.append(f"its mode is {stat.S_IMODE(info.st_mode):04o}, open to group or others: chmod 600 {path}")
+    return problems
+
+
+def _read_secret(handle) -> str:
+    # A file another process has just made may not hold its secret yet: wait a moment.
+    for _ in range(20):
+        text = handle.read().decode("utf-8", "replace").strip()
+        if text:
+            return text
+        time.sleep(0.05)
+        handle.seek(0)
+    return ""
+
+
+def _new_secret(path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = secrets.token_urlsafe(32)  # 256 bits
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:  # another process won the race: use its secret
+        return _stored_secret(path)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret + "\n")
+    log.warning("LOCKY_JWT_SECRET is not set: generated a random secret and stored it in %s", path)
+    return secret
+
+
+def _low_entropy(secret: str) -> bool:
+    """Whether ``secret`` has too few different characters to be a random value (one
+    character repeated, only whitespace, a word typed a few times)."""
+    return len(set(secret) - set(string.whitespace)) < MIN_SECRET_DISTINCT
+
+
+def _warn_unknown_variables(environ: Mapping[str, str], names: list[str]) -> None:
+    """One warning naming every ``LOCKY_*`` variable that nothing reads (a typo such as
+    ``LOCKY_DATABSE_URL`` would otherwise be ignored silently)."""
+    known = {"LOCKY_" + name.upper() for name in names}
+    unknown = sorted(
+        key for key in environ
+        if key.startswith("LOCKY_") and key not in known and key not in OTHER_VARIABLES
+        and not key.startswith(OTHER_PREFIXES)
+    )
+    if not unknown:
+        return
+    described = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+        described.append(f"{key} (did you mean {close[0]}?)" if close else key)
+    log.warning("unknown LOCKY_* environment variable(s), ignored: %s", ", ".join(described))
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

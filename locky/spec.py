@@ -35,7 +35,9 @@ DEFINITIONS = {
     "Error": s.ErrorSchema,
 }
 ERROR_TEXT = {
-    400: "Invalid input: each offending field mapped to one message.",
+    400: "Invalid input: each offending field mapped to one message. Also a request that"
+         " conflicts with stored records (an email or name in use, a built-in role, a role"
+         " still held, a reference to no live record).",
     401: "No usable bearer token (missing, malformed, expired, revoked) or bad credentials.",
     403: "The policy does not allow this operation.",
     404: "No such live record.",
@@ -45,6 +47,19 @@ ERROR_TEXT = {
     503: "Storage is not answering.",
 }
 STATUS_TEXT = {200: "OK", 201: "Created", 204: "No content"}
+HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
+#: What the HTTP server of ``locky serve`` answers itself, before the app sees the request
+#: (locky/cli/worker.py): the JSON ``Error`` object with the usual headers. Any request
+#: can get them, so every operation lists them; a 400 of the server is a field map like
+#: every 400, keyed ``request``.
+SERVER_ERROR_TEXT = {
+    400: "The request could not be read as HTTP (a malformed request line, header or chunked"
+         " body): answered by the server before the app, as {\"request\": message}.",
+    414: "The request line (method, path and query string) is longer than the server reads.",
+    417: "An Expect header other than 100-continue.",
+    431: "A header field, or all of them together, larger than the server reads.",
+    501: "A Transfer-Encoding the server does not implement (only chunked is).",
+}
 
 
 def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
@@ -83,7 +98,13 @@ def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
             spec.path(path=route.spec_path, operations={op.method: _operation(route, op) for op in route.operations})
     if hook is not None:
         hook.locky_swagger(spec=spec, context=context)
-    return spec.to_dict()
+    document = spec.to_dict()
+    # After the plugins' hook, so that their operations list the server's answers too.
+    for item in document["paths"].values():
+        for method, operation in item.items():
+            if method in HTTP_METHODS:
+                operation["responses"] = _with_server_errors(operation["responses"])
+    return document
 
 
 def _ref(schema) -> Any:
@@ -126,6 +147,18 @@ def _operation(route: Route, op) -> dict[str, Any]:
     if not op.public:
         operation["security"] = [{"Bearer": []}]
     return operation
+
+
+def _with_server_errors(responses: dict[str, Any]) -> dict[str, Any]:
+    """One operation's responses plus the HTTP server's own (``SERVER_ERROR_TEXT``), by status."""
+    responses = dict(responses)
+    for code, text in SERVER_ERROR_TEXT.items():
+        own = responses.get(str(code))
+        if own is None:
+            responses[str(code)] = {"description": text, "schema": _ref("FieldErrors" if code == 400 else "Error")}
+        elif code == 400 and text not in own.get("description", ""):
+            responses["400"] = {**own, "description": f"{own.get('description', '')} Or: {text}".strip()}
+    return dict(sorted(responses.items()))
 
 
 def _operation_id(method: str, path: str) -> str:

@@ -9,7 +9,9 @@ import threading
 class TcpProxy:
     """Forward ``127.0.0.1:<port>`` to ``host:port``. :meth:`stop` closes the listener
     and every open connection (clients see the server vanish; new connections are
-    refused); :meth:`start` listens again on the same port."""
+    refused); :meth:`start` listens again on the same port. :meth:`blackhole` keeps every
+    connection open and accepts new ones but passes nothing on, either way (a server
+    that hangs); :meth:`restore` ends that, closing what it held."""
 
     def __init__(self, host: str, port: int):
         self.upstream = (host, port)
@@ -18,6 +20,7 @@ class TcpProxy:
         self._listener: socket.socket | None = None
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self.holding = False
 
     def __enter__(self) -> "TcpProxy":
         self.start()
@@ -44,12 +47,27 @@ class TcpProxy:
         for sock in sockets:
             _close(sock)
 
+    def blackhole(self) -> None:
+        self.holding = True
+
+    def restore(self) -> None:
+        """Stop holding; the connections held (their data lost) are closed."""
+        self.holding = False
+        with self._lock:
+            sockets, self._sockets = self._sockets, set()
+        for sock in sockets:
+            _close(sock)
+
     def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
                 client, _ = listener.accept()
             except OSError:
                 return
+            if self.holding:  # accepted, never answered
+                with self._lock:
+                    self._sockets.add(client)
+                continue
             try:
                 server = socket.create_connection(self.upstream, timeout=5)
                 server.settimeout(None)
@@ -67,7 +85,8 @@ class TcpProxy:
     def _pump(self, source: socket.socket, target: socket.socket) -> None:
         try:
             while data := source.recv(65536):
-                target.sendall(data)
+                if not self.holding:
+                    target.sendall(data)
         except OSError:
             pass
         finally:

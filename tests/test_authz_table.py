@@ -21,6 +21,7 @@ from locky.testing import ADMIN_EMAIL, PASSWORD, Account, LockyClient, make_sett
 from authz_helpers import (
     add_member,
     assert_error,
+    assert_fields,
     assert_forbidden,
     count,
     create_group,
@@ -233,6 +234,10 @@ def test_remove_another_member(world, actor):
 @pytest.mark.parametrize("actor", ["owner", "maintainer", "member", "viewer"])
 def test_every_member_may_leave(world, actor):
     membership = world.memberships[actor]
+    if actor == "owner":  # CONTRACT §10: not as the group's last owner; once another owner is there
+        assert_fields(world.client.simulate_delete(f"/v1/private/members/{membership['id']}",
+                                                   headers=world[actor].headers), "role")
+        add_member(world.client, world[actor], world.group, world.fresh_user().uuid, "owner")
     result = world.client.simulate_delete(f"/v1/private/members/{membership['id']}", headers=world[actor].headers)
     assert result.status_code == 204, result.text
     assert count(world.client, world[actor], "members", user_uuid=world[actor].uuid) == 0
@@ -322,7 +327,8 @@ def test_custom_role_grants_its_permissions_in_its_group_only(world):
 
 def test_custom_role_with_members_write(world):
     c, admin = world.client, world["admin"]
-    role = create_role(c, admin, permissions=[("members", "write")])
+    # CONTRACT §10: members:write adds and removes; which roles, assign:ROLE says.
+    role = create_role(c, admin, permissions=[("members", "write"), ("members", "assign:member")])
     holder = world.fresh_user()
     add_member(c, world["owner"], world.group, holder.uuid, role["name"])
     h = holder.headers

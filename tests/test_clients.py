@@ -494,11 +494,14 @@ def test_forbidden_is_reported(cli, alice, home):
 def test_update_own_account(cli, alice):
     updated = cli.ok("app", "users", "update", "--json", "--name", "Alice Liddell").json()
     assert (updated["id"], updated["name"], updated["email"]) == (alice["id"], "Alice Liddell", "alice@example.com")
-    cli.ok("app", "users", "update", "--password-stdin", stdin="a much newer password\n")
+    # Without the current password (first line of stdin) the server refuses the change.
+    result = cli("app", "users", "update", "--password-stdin", stdin="wrong current password\na much newer password\n")
+    assert (result.code, result.err) == (1, "error: 400: current_password: Does not match your current password.\n")
+    cli.ok("app", "users", "update", "--password-stdin", stdin=PASSWORD + "\na much newer password\n")
     result = cli("anonymous", "login", "--email", "alice@example.com", "--password-stdin", stdin=PASSWORD + "\n")
     assert result.code == 1 and result.err.startswith("error: 401: ")
     cli.login("anonymous", "alice@example.com", "a much newer password")
-    result = cli("app", "users", "update", "--email", "nope")
+    result = cli("app", "users", "update", "--email", "nope", "--password-stdin", stdin="a much newer password\n")
     assert (result.code, result.err) == (1, "error: 400: email: Not a valid email address.\n")
     assert cli("app", "users", "update").code == 2
 
@@ -568,6 +571,10 @@ def test_admin_updates_and_deletes_anyone(cli, root, alice):
     updated = cli.ok("admin", "users", "update", str(alice["id"]), "--json", "--name", "A.", "--email",
                      "alice@corp.example").json()
     assert (updated["name"], updated["email"]) == ("A.", "alice@corp.example")
+    # An admin's change of her email ended alice's logins: she logs in again.
+    result = cli("app", "whoami")
+    assert result.code == 1 and "run 'locky-app login' again" in result.err
+    cli.login("app", "alice@corp.example")
     group = cli.ok("app", "groups", "create", "--json", "--name", "alices").json()
     assert cli.ok("admin", "groups", "update", str(group["id"]), "--json", "--name", "renamed").json()["name"] == "renamed"
     assert cli.ok("admin", "users", "delete", str(alice["id"])).out == f"Deleted user {alice['id']}.\n"

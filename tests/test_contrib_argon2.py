@@ -75,7 +75,8 @@ def test_bcrypt_users_log_in_and_are_rehashed(locky_app_factory):
 
     bob = client.account("bob@example.com")
     assert users.get(bob.id).password_hash.startswith("$argon2id$")
-    changed = client.simulate_put(f"/v1/private/users/{bob.id}", json={"password": "another secret"},
+    changed = client.simulate_put(f"/v1/private/users/{bob.id}",
+                                  json={"password": "another secret", "current_password": bob.password},
                                   headers=bob.headers)
     assert changed.status_code == 200
     assert users.get(bob.id).password_hash.startswith("$argon2id$")

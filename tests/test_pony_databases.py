@@ -138,10 +138,18 @@ def test_a_database_ahead_of_the_code_stops_startup(database_url):
         raw(database_url, version, SCHEMA_VERSION)  # the scratch database's wipe keeps the version
 
 
+def undo_throttle_backoff_step(url: str) -> None:
+    """Undo schema step 3 (``v0003_throttle_window_index``): its index and column."""
+    index = "idx_locky_login_throttle__window_start"
+    raw(url, f"DROP INDEX {index} ON locky_login_throttle" if engine(url) == "mysql" else f"DROP INDEX {index}")
+    raw(url, "ALTER TABLE locky_login_throttle DROP COLUMN last_attempt")
+
+
 def test_a_database_behind_the_code_migrates_or_names_the_command(database_url):
     app_for(database_url).close()
     raw(database_url, f"UPDATE locky_meta SET number = 1 WHERE {meta_key(database_url)} = 'schema_version'")
-    raw(database_url, "DROP TABLE locky_schema_history")  # back to the 1.0.0 schema
+    raw(database_url, "DROP TABLE locky_schema_history")  # back to the 1.0.0 schema:
+    undo_throttle_backoff_step(database_url)  # step 3 undone too
     with pytest.raises(SettingsError, match=r"run `locky migrate`") as caught:
         create_app(make_settings(database_url, log_requests=False, auto_migrate=False))
     assert "version 1" in str(caught.value)

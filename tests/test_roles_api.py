@@ -39,8 +39,11 @@ def test_builtin_roles_are_listed_from_the_policy_files(locky_client, locky_user
     assert all(UUID4.match(r["uuid"]) and TIMESTAMP.match(r["created_at"]) for r in roles.values())
     # Permissions are the roles' own "*"-scope lines of policies/policy.csv.
     assert roles["admin"]["permissions"] == perms(("*", "*"))
-    assert roles["owner"]["permissions"] == perms(("groups", "write"))
-    assert roles["maintainer"]["permissions"] == perms(("groups", "update"), ("members", "write"))
+    # ... with the assignable roles of CONTRACT §10 (members, assign:ROLE).
+    assert roles["owner"]["permissions"] == perms(("groups", "write"), ("members", "*"))
+    assert roles["maintainer"]["permissions"] == perms(
+        ("groups", "update"), ("members", "write"), ("members", "assign:maintainer"), ("members", "assign:member"),
+        ("members", "assign:viewer"), ("members", "assign:custom"))
     assert roles["member"]["permissions"] == [] and roles["viewer"]["permissions"] == []
     assert {(p["resource"], p["action"]) for p in roles["user"]["permissions"]} == {
         ("users", "read"), ("groups", "read"), ("members", "read"), ("roles", "read"), ("authz", "read"),

@@ -116,15 +116,16 @@ def test_booleans(text, expected):
 
 def test_a_short_secret_is_refused():
     with pytest.raises(SettingsError) as caught:
-        Settings.load(environ=env(jwt_secret="x" * 31))
+        Settings.load(environ=env(jwt_secret="abcdefgh" * 3 + "abcdefg"))
     assert "LOCKY_JWT_SECRET" in str(caught.value) and "32" in str(caught.value)
-    assert Settings.load(environ=env(jwt_secret="x" * 32)).jwt_secret == "x" * 32
+    assert Settings.load(environ=env(jwt_secret="abcdefgh" * 4)).jwt_secret == "abcdefgh" * 4
 
 
 def test_the_secret_is_counted_in_utf8_bytes():
-    assert Settings.load(environ=env(jwt_secret="\u00e9" * 16)).jwt_secret == "\u00e9" * 16  # 32 bytes
+    secret = "\u00e9\u00e8\u00ea\u00eb\u00e0\u00e2\u00ee\u00ef" * 2  # 16 characters, 32 bytes
+    assert Settings.load(environ=env(jwt_secret=secret)).jwt_secret == secret
     with pytest.raises(SettingsError):
-        Settings.load(environ=env(jwt_secret="\u00e9" * 15 + "x"))  # 31 bytes
+        Settings.load(environ=env(jwt_secret=secret[:-1] + "x"))  # 31 bytes
 
 
 def test_the_secret_never_shows_in_repr():

@@ -301,3 +301,156 @@ def test_unknown_or_escaping_asset_names_are_404(locky_client, name):
     result = locky_client.simulate_get(f"/swagger/{name}")
     assert result.status_code == 404
     assert isinstance(result.json, dict) and isinstance(result.json.get("title"), str)
+
+
+# -- errors every operation can get (issue 13, finding 11) ---------------------------
+
+#: Answered by ``locky serve``'s HTTP server itself, before the app sees the request
+#: (locky/cli/worker.py): a malformed request line, header or chunked body (400), a
+#: request line too long (414), an Expect it cannot meet (417), header fields too large
+#: (431), a transfer coding it does not implement (501).
+SERVER_STATUSES = ("400", "414", "417", "431", "501")
+
+
+def test_every_operation_lists_the_http_servers_own_error_answers(doc):
+    for path, method, operation in operations(doc):
+        responses = operation["responses"]
+        missing = [code for code in SERVER_STATUSES if code not in responses]
+        assert not missing, (path, method, missing)
+        for code in ("414", "417", "431", "501"):
+            assert responses[code]["schema"] == {"$ref": "#/definitions/Error"}, (path, method, code)
+            assert responses[code]["description"], (path, method, code)
+        # The server's 400 is {"title", "description"}: a valid FieldErrors object too.
+        assert responses["400"]["schema"] == {"$ref": "#/definitions/FieldErrors"}, (path, method)
+        assert "before the app" in responses["400"]["description"], (path, method)
+    assert doc["definitions"]["FieldErrors"]["additionalProperties"] == {"type": "string"}
+    assert set(doc["definitions"]["Error"]["properties"]) == {"title", "description"}
+
+
+def test_every_operation_with_a_body_lists_413_and_415(doc):
+    for path, method, operation in operations(doc):
+        if any(p["in"] == "body" for p in operation["parameters"]):
+            assert {"413", "415"} <= set(operation["responses"]), (path, method)
+            assert operation["responses"]["413"]["schema"] == {"$ref": "#/definitions/Error"}
+
+
+# -- the validation rules the server enforces, as the document states them (finding 12) --
+
+UUID4_EXAMPLE = "3f2b6c1e-8a4d-4e5f-9b7c-2d1e0f9a8b7c"
+
+
+def rule(doc: dict, definition: str, field: str) -> dict:
+    return doc["definitions"][definition]["properties"][field]
+
+
+def query_rule(doc: dict, path: str, name: str) -> dict:
+    (parameter,) = [p for p in doc["paths"][path]["get"]["parameters"] if p["name"] == name]
+    return {k: v for k, v in parameter.items() if k not in ("in", "name", "required", "description")}
+
+
+def documented(schema: dict, value) -> bool:
+    """Whether ``value`` is valid by the document, in the regex dialect of JSON Schema
+    validators (jsonschema-rs, the one schemathesis checks with: ``$`` ends the value)."""
+    import jsonschema_rs
+
+    return jsonschema_rs.Draft4Validator(schema).is_valid(value)
+
+
+def _edge_strings() -> list[str]:
+    """Strings at the edges of the text rules: every control and whitespace character
+    (``str.isspace``), some look-alikes that are neither, alone and beside a letter."""
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    chars = sorted({chr(c) for c in range(0x21)} | set(spaces) | {
+        "\x7f", "\x80", "\x9f", "\u180e", "\u200b", "\u2060", "\ufeff", "é", "\U0001f600"})
+    values = ["", "a", "a" * 255, "a" * 256, " " * 255, "\u3000" * 3 + "x"]
+    for ch in chars:
+        values += [ch, ch * 2, f"a{ch}b", f"{ch}a", f"a{ch}"]
+    return values
+
+
+def test_the_documented_limits_of_every_request_field(doc):
+    for definition in ("UserRequest", "UserUpdateRequest"):
+        assert {k: rule(doc, definition, "name")[k] for k in ("minLength", "maxLength")} == {"minLength": 1, "maxLength": 255}
+        assert rule(doc, definition, "email")["maxLength"] == 254
+        password = rule(doc, definition, "password")
+        assert (password["minLength"], password["maxLength"], password["format"]) == (8, 72, "password")
+        assert "bytes" in password["description"]
+    for definition in ("GroupRequest", "GroupUpdateRequest", "RoleRequest", "RoleUpdateRequest"):
+        assert rule(doc, definition, "description")["maxLength"] == 1024
+    assert rule(doc, "RoleRequest", "name")["pattern"] == "^[a-z][a-z0-9_-]{0,63}$"
+    assert rule(doc, "MemberRequest", "role")["pattern"] == "^[a-z][a-z0-9_-]{0,63}$"
+    for field in ("resource", "action"):
+        assert rule(doc, "Permission", field)["pattern"] == "^[a-z*][a-z0-9_.:*-]{0,63}$"
+    for field in ("group_uuid", "user_uuid"):
+        assert documented(rule(doc, "MemberRequest", field), UUID4_EXAMPLE)
+        assert not documented(rule(doc, "MemberRequest", field), UUID4_EXAMPLE.upper())
+    for path in ("/internal/users", "/internal/groups/count"):
+        assert query_rule(doc, path, "limit") | {"default": 50} == {"type": "integer", "default": 50, "minimum": 1, "maximum": 500}
+        after_id = query_rule(doc, path, "after_id")
+        assert (after_id["minimum"], after_id["maximum"]) == (0, 2**64 - 1)
+
+
+def test_documented_names_are_the_names_the_server_accepts(doc, locky_client, locky_admin):
+    """Names (users, groups; 1-255, no control characters, not only whitespace) and
+    descriptions (at most 1024, no control characters): the document's pattern and the
+    server's validators agree on every edge string, both ways."""
+    group = locky_client.simulate_post("/v1/private/groups", json={"name": "Edge"}, headers=locky_admin.headers).json
+    url = f"/v1/private/groups/{group['id']}"
+    wrong = []
+    for field, definition in (("name", "GroupUpdateRequest"), ("description", "GroupUpdateRequest")):
+        schema = rule(doc, definition, field)
+        for value in _edge_strings():
+            result = locky_client.simulate_put(url, json={field: value}, headers=locky_admin.headers)
+            assert result.status_code in (200, 400), result.text
+            if documented(schema, value) != (result.status_code == 200):
+                wrong.append((field, value, result.status_code, result.text))
+    assert not wrong, wrong
+    user_name = rule(doc, "UserUpdateRequest", "name")
+    assert user_name["pattern"] == rule(doc, "GroupUpdateRequest", "name")["pattern"]
+    assert documented(user_name, "Ada Lovelace") and not documented(user_name, " \t ")
+
+
+def test_documented_filters_are_the_filters_the_server_accepts(doc, locky_client, locky_admin):
+    """Query filters (email, uuids, names): a value the document allows gets a 200, one
+    it refuses gets a 400. Surrounding spaces of an email are the one difference: the
+    server trims them, the document (stricter) does not allow them."""
+    domain = "@example.com"
+    emails = [
+        "ada@example.com", "ADA@Example.COM", "a.b+c@sub.example.org", "a" * (254 - len(domain)) + domain,
+        "a" * (255 - len(domain)) + domain, "a@b.c", "a@b", "@example.com", "a@@example.com", "a..b@example.com",
+        ".a@example.com", "a.@example.com", "a@-b.com", "a@b-.com", "a@b.c0m", "é@example.com",
+        "a b@example.com", "ada@example.com\n", "ada@example.com\x00", "", " ada@example.com ", "\tada@example.com",
+    ]
+    uuids = [UUID4_EXAMPLE, UUID4_EXAMPLE.upper(), UUID4_EXAMPLE + "\n", UUID4_EXAMPLE.replace("-", ""),
+             "3f2b6c1e-8a4d-1e5f-9b7c-2d1e0f9a8b7c", "3f2b6c1e-8a4d-4e5f-cb7c-2d1e0f9a8b7c", "{" + UUID4_EXAMPLE + "}", ""]
+    cases = [("/internal/users", "email", value) for value in emails]
+    cases += [(path, name, value) for value in uuids
+              for path, name in (("/internal/members", "group_uuid"), ("/internal/members", "user_uuid"))]
+    cases += [("/internal/groups", "name", value) for value in _edge_strings()]
+    cases += [("/internal/roles", "name", value) for value in ("auditor", "a", "Auditor", "auditor\n", "1a", "a" * 65)]
+    wrong = []
+    for path, name, value in cases:
+        result = locky_client.simulate_get("/v1" + path, params={name: value}, headers=locky_admin.headers)
+        assert result.status_code in (200, 400), result.text
+        allowed, accepted = documented(query_rule(doc, path, name), value), result.status_code == 200
+        if allowed != accepted and not (name == "email" and accepted and value != value.strip()):
+            wrong.append((path, name, value, result.status_code, result.text))
+    assert not wrong, wrong
+
+
+def test_passwords_are_documented_in_characters_and_checked_in_bytes(doc, locky_client):
+    """Swagger 2.0 counts characters; the server counts bytes of UTF-8 (bcrypt's 72). The
+    document says both, and the server keeps what the description says."""
+    schema = rule(doc, "UserRequest", "password")
+    for n, (password, accepted) in enumerate([
+        ("a" * 8, True), ("a" * 7, False), ("a" * 72, True), ("a" * 73, False),
+        ("\U0001f600" * 18, True),  # 18 characters, 72 bytes
+        ("\U0001f600" * 19, False),  # 19 characters (valid by maxLength), 76 bytes: the described rule
+        ("é" * 4, True),  # 8 bytes, 4 characters: refused by the (stricter) minLength only
+        ("a" * 7 + "\x00", False),
+    ]):
+        result = locky_client.simulate_post("/v1/public/users/register", json={
+            "name": f"Password {n}", "email": f"password{n}@example.com", "password": password})
+        assert (result.status_code == 201) == accepted, (password, result.text)
+        if documented(schema, password):
+            assert accepted or len(password.encode()) > 72, password

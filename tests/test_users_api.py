@@ -189,7 +189,8 @@ def test_reads_need_a_token(locky_client, locky_user):
 
 def test_a_user_updates_themself(locky_client, locky_user):
     before = locky_user.body
-    result = put(locky_client, locky_user, locky_user.id, {"name": "New Name", "email": " New@Example.com "})
+    result = put(locky_client, locky_user, locky_user.id, {"name": "New Name", "email": " New@Example.com ",
+                                                           "current_password": locky_user.password})
     assert result.status_code == 200, result.text
     user = result.json
     assert set(user) == USER_KEYS
@@ -207,7 +208,8 @@ def test_put_changes_only_the_fields_present(locky_client, locky_user):
     result = put(locky_client, locky_user, locky_user.id, {"name": "Only Name"})
     assert result.status_code == 200
     assert result.json["email"] == locky_user.email
-    result = put(locky_client, locky_user, locky_user.id, {"email": "only-email@example.com"})
+    result = put(locky_client, locky_user, locky_user.id, {"email": "only-email@example.com",
+                                                           "current_password": locky_user.password})
     assert result.status_code == 200
     assert result.json["name"] == "Only Name"
     empty = put(locky_client, locky_user, locky_user.id, {})
@@ -216,7 +218,8 @@ def test_put_changes_only_the_fields_present(locky_client, locky_user):
 
 
 def test_put_changes_the_password(locky_client, locky_user):
-    result = put(locky_client, locky_user, locky_user.id, {"password": "a brand new password"})
+    result = put(locky_client, locky_user, locky_user.id, {"password": "a brand new password",
+                                                           "current_password": locky_user.password})
     assert result.status_code == 200
     assert "password" not in result.json and "a brand new password" not in result.text
     login = locky_client.simulate_post
@@ -260,7 +263,8 @@ def test_read_only_fields_in_an_update_are_ignored(locky_client, locky_user):
 def test_email_must_stay_unique_regardless_of_case(locky_client, locky_user):
     other = locky_client.register("taken@example.com")
     for email in ("taken@example.com", "TAKEN@example.COM", "  Taken@Example.com"):
-        assert_fields(put(locky_client, locky_user, locky_user.id, {"email": email}), email="Already registered.")
+        assert_fields(put(locky_client, locky_user, locky_user.id, {"email": email, "current_password": locky_user.password}),
+                      email="Already registered.")
     assert get(locky_client, locky_user, locky_user.id).json["email"] == locky_user.email
     assert get(locky_client, locky_user, other["id"]).json == other
 
@@ -345,7 +349,8 @@ def test_a_deleted_users_email_is_free_again(locky_client, locky_admin, locky_us
     # And another live user can take it by update once its owner is gone.
     assert delete(locky_client, locky_admin, again["id"]).status_code == 204
     other = locky_client.account("other@example.com")
-    assert put(locky_client, other, other.id, {"email": locky_user.email}).status_code == 200
+    assert put(locky_client, other, other.id, {"email": locky_user.email,
+                                               "current_password": other.password}).status_code == 200
 
 
 def test_a_plain_user_cannot_delete_someone_else(locky_client, locky_user, people):

@@ -116,6 +116,10 @@ class _Sessions(_Through):
             cache.put(key, found, token)
         return found
 
+    def revoke_all(self, user_uuid, *, keep=None):
+        # Every cached session of the user goes with it (announced like a user change).
+        return self._write(USERS, "revoke_all", user_uuid, keep=keep)
+
     def authenticate(self, uuid):
         """The session with its user and the revision, from the cache when both are there;
         otherwise one read of the wrapped storage, which refreshes both entries."""

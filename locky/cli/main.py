@@ -1,4 +1,4 @@
-"""``locky``: the operator's command (serve, migrate, spec, grant-admin, revoke-admin, plugins, check)."""
+"""``locky``: the operator's command (serve, migrate, spec, grant-admin, revoke-admin, unlock, plugins, check)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ def _parser() -> argparse.ArgumentParser:
                        ("revoke-admin", "take the admin grant back")):
         command = sub.add_parser(name, help=text)
         command.add_argument("email")
+
+    unlock = sub.add_parser("unlock", help="clear an account's failed logins (ends its login lockout)")
+    unlock.add_argument("email")
 
     migrate = sub.add_parser("migrate", help="bring the database schema to this version of Locky")
     migrate.add_argument("--dry-run", action="store_true",
@@ -91,6 +94,22 @@ def _admin(grant: bool):
         return _with_app(settings, work)
 
     return command
+
+
+def _unlock(settings, args) -> int:
+    """Forget the failed logins of a live user's email: the lock ends at once."""
+    def work(app):
+        storage = app.context.storage
+        user = storage.users.get_by_email(args.email.strip().lower())
+        if user is None:
+            print(f"locky: no live user with email {args.email}", file=sys.stderr)
+            return 1
+        cleared = storage.throttle.reset(user.email)
+        print(f"{user.email}: failed logins cleared, the account is unlocked" if cleared
+              else f"{user.email}: no failed logins to clear")
+        return 0
+
+    return _with_app(settings, work)
 
 
 def _migrate(settings, args) -> int:
@@ -165,6 +184,7 @@ COMMANDS = {
     "spec": _spec,
     "grant-admin": _admin(True),
     "revoke-admin": _admin(False),
+    "unlock": _unlock,
     "plugins": _plugins,
     "check": _check,
     "migrate": _migrate,

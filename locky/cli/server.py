@@ -1,4 +1,5 @@
-"""``locky serve``: the app under gunicorn, one app (and one database pool) per worker."""
+"""``locky serve``: the app under gunicorn, one app (and one database pool) per worker process,
+requests on a few threads each."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def serve(settings: Settings) -> None:
     from gunicorn.app.base import BaseApplication
 
     from locky.app import create_app
+    from locky.cli.worker import start_app
 
     gunicorn.http.wsgi.SERVER = "locky"  # no server version banner
 
@@ -41,7 +43,14 @@ def serve(settings: Settings) -> None:
         def load_config(self):
             self.cfg.set("bind", [f"{_host(settings.host)}:{settings.port}"])
             self.cfg.set("workers", settings.workers)
-            self.cfg.set("worker_class", "sync")
+            # Threads behind a poller: slow and idle clients wait in the poller, not in a
+            # worker (see locky/cli/worker.py).
+            self.cfg.set("worker_class", "locky.cli.worker.LockyWorker")
+            self.cfg.set("threads", settings.threads)
+            self.cfg.set("keepalive", 5)
+            # A request waits at most a few database timeouts (LOCKY_DB_TIMEOUT); the
+            # worker is killed only well after that.
+            self.cfg.set("timeout", max(30, settings.db_timeout * 6))
             self.cfg.set("accesslog", None)
             self.cfg.set("graceful_timeout", 10)
             # gunicorn's 8190-byte default would answer an oversized Authorization header
@@ -53,7 +62,9 @@ def serve(settings: Settings) -> None:
                 self.cfg.set("control_socket_disable", True)
 
         def load(self):
-            return create_app(settings)
+            # A worker (re)started while the database is away serves 503s until it
+            # answers, instead of failing to boot (which stops the whole server).
+            return start_app(lambda: create_app(settings))
 
     log.info("locky serving on http://%s:%s with %s worker(s)", settings.host, settings.port, settings.workers)
     LockyServer().run()

@@ -90,9 +90,14 @@ def delete_record(ctx: Context, args: argparse.Namespace) -> None:
     _delete(ctx, args.kind, args.id)
 
 
+def _new_password_wanted(args: argparse.Namespace) -> bool:
+    """``--new-password``, or ``--password-stdin`` alone (no other field to change)."""
+    return bool(args.new_password or (args.password_stdin and args.name is None and args.email is None))
+
+
 def _user_changes(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
     body = _changes(args, "name", "email")
-    if args.new_password or args.password_stdin:
+    if _new_password_wanted(args):
         body["password"] = ctx.read_password(args, "New password: ", confirm=True)
     return body
 
@@ -105,9 +110,16 @@ def update_user(ctx: Context, args: argparse.Namespace) -> None:
 
 
 def update_me(ctx: Context, args: argparse.Namespace) -> None:
+    # Your own password or email changes only with your current password (asked first:
+    # with --password-stdin it is the first line, the new password the second).
+    current = None
+    if args.email is not None or _new_password_wanted(args):
+        current = ctx.read_password(args, "Current password: ")
     body = _user_changes(ctx, args)
     if not body:
         raise UsageError(f"nothing to update: give {USER_HINT}")
+    if current is not None:
+        body["current_password"] = current
     me = ctx.session.request("GET", f"{INTERNAL}/users/me")
     _put(ctx, "users", me["id"], body, USER_HINT)
 
@@ -193,7 +205,7 @@ def _users(commands: Any, admin: bool) -> None:
         _user_fields(_id_command(users, "update", "users", "update any user (PUT /v1/private/users/{id})", update_user))
         _id_command(users, "delete", "users", "delete any user (DELETE /v1/private/users/{id})", delete_record)
         return
-    _user_fields(add_command(users, "update", "update your own account", update_me))
+    _user_fields(add_command(users, "update", "update your own account (a new password or email needs your current one: asked for, or with --password-stdin the first line, the new password the second)", update_me))
     parser = add_command(users, "delete", "delete your own account (and log out)", delete_me)
     parser.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
 

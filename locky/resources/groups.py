@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from locky.errors import Invalid
 from locky.records import Permission
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -19,6 +20,15 @@ from .writes import body, created, deleted, live, updated
 
 GROUP, MEMBER, ROLE = GroupSchema(), MemberSchema(), RoleSchema()
 BODY_ERRORS = (400, 401, 403, 413, 415, 503)
+#: Roles held globally, never through a membership: every authenticated user holds
+#: ``user``, and ``admin`` held in a group would match ``p, admin, *, *, *`` there.
+GLOBAL_ROLES = frozenset({"admin", "user"})
+
+
+def assign(role: str) -> str:
+    """The policy action that lets a caller add or remove a membership holding ``role``
+    (CONTRACT §10, assignable roles)."""
+    return f"assign:{role}"
 
 
 class GroupWrites:
@@ -47,7 +57,13 @@ class GroupWrites:
 
 
 class MemberWrites:
-    """Add and remove memberships: within the group's policy, or one's own (leave)."""
+    """Add and remove memberships: within the group's policy, or one's own (leave).
+
+    Besides ``members`` × ``create``/``delete``, adding a membership with role R or
+    removing one that holds R needs ``members`` × ``assign:R`` in the group: the policy
+    says who may hand out which role (owners every one, maintainers not ``owner``).
+    Leaving needs no such right; the group's last owner cannot leave (storage refuses).
+    """
 
     def __init__(self, context):
         self.context = context
@@ -55,21 +71,26 @@ class MemberWrites:
 
     def on_post(self, req, resp):
         data = body(self.context, req, MemberRequestSchema())
+        if data["role"] in GLOBAL_ROLES:
+            raise Invalid.one("role", "Not a membership role: admin and user are held globally.")
         identity = req.context.identity
+        group_uuid, own = data["group_uuid"], data["user_uuid"] == identity.user.uuid
 
         def authorize() -> None:
             # Called by storage inside the write's transaction, after it found the group,
             # user and role live: a bad reference is a 400 whoever asks, then the policy.
-            self.context.require(identity, "members", "create", group_uuid=data["group_uuid"],
-                                 own=data["user_uuid"] == identity.user.uuid)
+            self.context.require(identity, "members", "create", group_uuid=group_uuid, own=own)
+            self.context.require(identity, "members", assign(data["role"]), group_uuid=group_uuid, own=own)
 
         created(self.context, req, resp, "members", MEMBER, self.store.create(**data, authorize=authorize))
 
     def on_delete_item(self, req, resp, id: int):
         member = live(self.store, id)
         identity = req.context.identity
-        self.context.require(identity, "members", "delete", group_uuid=member.group_uuid,
-                             own=member.user_uuid == identity.user.uuid)
+        own = member.user_uuid == identity.user.uuid
+        self.context.require(identity, "members", "delete", group_uuid=member.group_uuid, own=own)
+        if not own:  # leaving a group needs no right to hand out one's own role
+            self.context.require(identity, "members", assign(member.role), group_uuid=member.group_uuid)
         deleted(self.context, req, resp, "members", self.store.delete(id))
 
 
@@ -122,11 +143,15 @@ def routes(context) -> list[Route]:
         Route("/v1/private/members", members, (
             Operation("post", "Add a member to a group (owner, maintainer, admin)", "members", status=201,
                       body="MemberRequest", response="Member", errors=BODY_ERRORS,
-                      headers={"Location": "The new membership's URL."}),
+                      headers={"Location": "The new membership's URL."},
+                      description="Needs members:assign:<role> in the group too: owners give every role,"
+                                  " maintainers every one but owner. admin and user are no membership roles."),
         )),
         Route("/v1/private/members/{id:id}", members, (
             Operation("delete", "Remove a member (owner, maintainer, admin) or leave a group", "members",
-                      status=204, errors=delete_errors),
+                      status=204, errors=(400, *delete_errors),
+                      description="Removing a member needs members:assign:<their role> in the group;"
+                                  " leaving does not. A group's last owner cannot leave (400)."),
         ), suffix="item"),
         Route("/v1/private/roles", roles, (
             Operation("post", "Create a custom role (admin)", "roles", status=201, body="RoleRequest",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import falcon
 
+from locky import events
 from locky.accounts import Accounts
+from locky.client_address import ClientAddresses
+from locky.errors import Invalid, Locked
 from locky.media import load, read_json
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -37,10 +40,12 @@ class Registration:
 class Login:
     def __init__(self, context, accounts: Accounts):
         self.context, self.accounts = context, accounts
+        self.client_addresses = ClientAddresses(context.settings.trusted_proxies)
 
     def on_post(self, req, resp):
         data = load(LoginRequestSchema(), read_json(req, self.context.settings.max_body_bytes))
-        resp.media = TOKEN.dump(self.accounts.login(data["email"], data["password"], req.context.request_id))
+        resp.media = TOKEN.dump(self.accounts.login(data["email"], data["password"], req.context.request_id,
+                                                    client_address=self.client_addresses.of(req)))
 
 
 class Refresh:
@@ -74,7 +79,14 @@ class Me:
 
 
 class UserWrites:
-    """``PUT`` and ``DELETE /v1/private/users/{id}``: the user themself or an admin."""
+    """``PUT`` and ``DELETE /v1/private/users/{id}``: the user themself or an admin.
+
+    Users changing their own password or email prove they know the password
+    (``current_password``, checked like a login attempt and counted by the same login
+    throttle), so a stolen access token cannot take the account over. A new password
+    ends every other login of the user; a password or email set by someone else (an
+    admin) ends all of them.
+    """
 
     def __init__(self, context):
         self.context = context
@@ -87,12 +99,52 @@ class UserWrites:
         return user
 
     def on_put(self, req, resp, id: int):
-        self._target(req, id, "update")
+        user = self._target(req, id, "update")
         changes = body(self.context, req, UserUpdateSchema())
+        current_password = changes.pop("current_password", None)
         password = changes.pop("password", None)
+        identity = req.context.identity
+        own = user.uuid == identity.user.uuid
+        new_email = changes.get("email") not in (None, user.email)
+        if own and (password is not None or new_email):
+            self._check_current_password(user, current_password, req.context.request_id)
         if password is not None:
             changes["password_hash"] = self.context.password_hasher.hash(password)
-        updated(self.context, req, resp, "users", USER, self.store.update(id, **changes))
+        record = self.store.update(id, **changes)
+        if password is not None or (new_email and not own):
+            # One's own change keeps the login that made it; anyone else's ends them all.
+            self._end_logins(user, keep=identity.session_uuid if own else None, actor_uuid=identity.user.uuid,
+                             request_id=req.context.request_id)
+        updated(self.context, req, resp, "users", USER, record)
+
+    def _check_current_password(self, user, given: str | None, request_id: str | None) -> None:
+        """Raise unless ``given`` is the user's password: ``Invalid`` (400) when it is
+        missing or wrong, ``Locked`` (429) once the login throttle of the user's email
+        is spent. Each check counts as a login attempt for that email, a match resets
+        the count, as a login does."""
+        storage, settings = self.context.storage, self.context.settings
+        retry_after = storage.throttle.hit(user.email, limit=settings.login_max_failures, window=settings.login_window)
+        if retry_after is not None:
+            self._failed(user, "locked", request_id)
+            raise Locked(retry_after)
+        if given is None:
+            self._failed(user, "current_password missing", request_id)
+            raise Invalid.one("current_password", "Required to change your own password or email.")
+        if not self.context.password_hasher.verify(given, user.password_hash):
+            self._failed(user, "current_password wrong", request_id)
+            raise Invalid.one("current_password", "Does not match your current password.")
+        storage.throttle.reset(user.email)
+
+    def _failed(self, user, reason: str, request_id: str | None) -> None:
+        self.context.emit(events.LOGIN_FAILED, kind="users", actor_uuid=user.uuid,
+                          details={"email": user.email, "reason": reason}, request_id=request_id)
+
+    def _end_logins(self, user, *, keep: str | None, actor_uuid: str, request_id: str | None) -> None:
+        revoked = self.context.storage.sessions.revoke_all(user.uuid, keep=keep)
+        if revoked:
+            self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=actor_uuid,
+                              details={"user_uuid": user.uuid, "sessions": revoked, "reason": "credentials changed"},
+                              request_id=request_id)
 
     def on_delete(self, req, resp, id: int):
         self._target(req, id, "delete")
@@ -111,8 +163,15 @@ def routes(context) -> list[Route]:
         Route("/v1/public/users/login", Login(context, accounts), (
             Operation("post", "Log in: get an access and a refresh token", tag, body=LoginRequestSchema,
                       response="Token", public=True, errors=(*token_errors, 429),
-                      description="Unknown emails and wrong passwords answer alike. After too many"
-                                  " failures for one email, 429 with Retry-After."),
+                      description="Unknown emails and wrong passwords answer alike. After"
+                                  " LOCKY_LOGIN_MAX_FAILURES (5) failures for one email within"
+                                  " LOCKY_LOGIN_WINDOW (15 minutes), 429 with Retry-After, the right"
+                                  " password included: the email is locked for 1/16 of the window,"
+                                  " doubling with each further failure up to the window; attempts while"
+                                  " locked are not counted and do not extend it. One client address"
+                                  " (X-Forwarded-For only from LOCKY_TRUSTED_PROXIES) gets"
+                                  " LOCKY_LOGIN_MAX_FAILURES_PER_IP (50) failures per window over all"
+                                  " emails, then 429 alike. `locky unlock EMAIL` ends a lock."),
         )),
         Route("/v1/public/users/refresh", Refresh(context, accounts), (
             Operation("post", "Trade a refresh token for new tokens", tag, body=RefreshRequestSchema,
@@ -127,8 +186,11 @@ def routes(context) -> list[Route]:
         )),
         Route("/v1/private/users/{id:id}", UserWrites(context), (
             Operation("put", "Update a user (themself, or any as admin)", tag, body="UserUpdateRequest",
-                      response="User", errors=(400, 401, 403, 404, 413, 415, 503),
-                      description="Only the fields present change."),
+                      response="User", errors=(400, 401, 403, 404, 413, 415, 429, 503),
+                      description="Only the fields present change. Changing your own password or email needs"
+                                  " current_password (checked and counted like a login: 429 when the login"
+                                  " throttle is spent). A new password ends every other login of the user;"
+                                  " a password or email set by an admin ends all of them."),
             Operation("delete", "Delete a user (soft): memberships and tokens end too", tag, status=204,
                       errors=(401, 403, 404, 503)),
         )),

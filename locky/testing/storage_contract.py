@@ -95,7 +95,7 @@ class StorageContract:
     @staticmethod
     def assert_fresh_record(record, before: datetime) -> None:
         assert isinstance(record.id, int) and 0 < record.id < 2**63
-        assert UUID4.match(record.uuid), record.uuid
+        assert UUID4.fullmatch(record.uuid), record.uuid
         assert record.deleted_at is None
         assert record.created_at == record.updated_at
         now = datetime.now(timezone.utc)
@@ -486,6 +486,59 @@ class StorageContract:
         assert all(isinstance(r, Conflict) for r in results if not isinstance(r, Member)), results
         assert seeded.members.count(user_uuid=bob.uuid) == 1
 
+    def test_the_last_owner_cannot_leave(self, seeded):
+        ada = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        group = self.group(seeded, ada)
+        (ada_owner,) = seeded.members.list(group_uuid=group.uuid, role="owner").items
+        with pytest.raises(Invalid) as caught:
+            seeded.members.delete(ada_owner.id)
+        assert list(caught.value.fields) == ["role"] and not isinstance(caught.value, Conflict)
+        assert seeded.members.get(ada_owner.id) == ada_owner
+        bob_owner = seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="owner")
+        seeded.members.delete(ada_owner.id)  # another owner stays
+        assert seeded.members.list(group_uuid=group.uuid).items == [bob_owner]
+        with pytest.raises(Invalid):
+            seeded.members.delete(bob_owner.id)
+        with pytest.raises(NotFound):
+            seeded.members.delete(ada_owner.id)
+
+    def test_owners_leaving_together_leave_one(self, seeded):
+        users = [self.user(seeded, f"u{i}@example.com") for i in range(4)]
+        group = self.group(seeded, users[0])
+        for user in users[1:]:
+            seeded.members.create(group_uuid=group.uuid, user_uuid=user.uuid, role="owner")
+        owners = seeded.members.list(group_uuid=group.uuid).items
+        results = run_together(len(owners), lambda i: seeded.members.delete(owners[i].id))
+        assert len([r for r in results if isinstance(r, Member)]) == len(owners) - 1, results
+        assert all(list(r.fields) == ["role"] for r in results if not isinstance(r, Member)), results
+        assert seeded.members.count(group_uuid=group.uuid, role="owner") == 1
+
+    def test_memberships_racing_deletes_end_with_them(self, seeded):
+        """A membership added while its group, user or role is deleted: either the add
+        fails (missing reference) or the delete ends it (group, user) or refuses
+        (role): never a live membership on a deleted record."""
+        owner = self.user(seeded)
+        for trial in range(3):
+            group = self.group(seeded, owner, f"g{trial}")
+            users = [self.user(seeded, f"t{trial}-{i}@example.com") for i in range(3)]
+            role = seeded.roles.create(name=f"r{trial}", description="", permissions=())
+            doomed = self.group(seeded, owner, f"doomed{trial}")
+            calls = [
+                lambda: seeded.members.create(group_uuid=doomed.uuid, user_uuid=users[0].uuid, role="member"),
+                lambda: seeded.groups.delete(doomed.id),
+                lambda: seeded.members.create(group_uuid=group.uuid, user_uuid=users[1].uuid, role="member"),
+                lambda: seeded.users.delete(users[1].id),
+                lambda: seeded.members.create(group_uuid=group.uuid, user_uuid=users[2].uuid, role=role.name),
+                lambda: seeded.roles.delete(role.id),
+            ]
+            results = run_together(len(calls), lambda i: calls[i]())
+            assert not [r for r in results if isinstance(r, Exception) and not isinstance(r, Invalid)], results
+            assert seeded.members.count(group_uuid=doomed.uuid) == 0
+            assert seeded.members.count(user_uuid=users[1].uuid) == 0
+            held = seeded.members.count(role=role.name)
+            assert held == (0 if seeded.roles.get(role.id) is None else 1), results
+
     def test_user_delete_ends_memberships_and_sessions(self, seeded):
         owner = self.user(seeded)
         bob = self.user(seeded, "bob@example.com", "Bob")
@@ -575,6 +628,22 @@ class StorageContract:
         seeded.roles.delete(role.id)
         assert seeded.roles.get(role.id) is None
 
+    def test_role_held_by_a_grant(self, seeded):
+        ada = self.user(seeded)
+        role = seeded.roles.create(name="auditor", description="", permissions=(Permission("reports", "read"),))
+        seeded.grants.grant(ada.uuid, "auditor")
+        for call in (lambda: seeded.roles.delete(role.id), lambda: seeded.roles.update(role.id, name="inspector")):
+            with pytest.raises(Invalid) as caught:
+                call()
+            assert list(caught.value.fields) == ["name"] and not isinstance(caught.value, Conflict)
+        assert seeded.roles.get(role.id) == role
+        seeded.grants.revoke(ada.uuid, "auditor")
+        seeded.roles.delete(role.id)
+        # A new role of the name starts with nobody holding it.
+        seeded.roles.create(name="auditor", description="", permissions=())
+        assert seeded.grants.roles_of(ada.uuid) == frozenset()
+        assert seeded.members.count(role="auditor") == 0
+
     # -- sessions ---------------------------------------------------------------
 
     SESSION = "22222222-2222-4222-8222-222222222222"
@@ -624,6 +693,27 @@ class StorageContract:
         storage.users.delete(other.id)
         assert storage.sessions.authenticate(kept) is None
 
+    def test_revoke_all_keeps_one_session_at_most(self, storage):
+        ada = self.user(storage)
+        bob = self.user(storage, "bob@example.com", "Bob")
+        mine = [f"5555555{i}-5555-4555-8555-555555555555" for i in range(3)]
+        for n, uuid in enumerate(mine):
+            storage.sessions.create(uuid=uuid, user_uuid=ada.uuid, refresh_jti=f"j{n}")
+        other = "66666666-6666-4666-8666-666666666666"
+        storage.sessions.create(uuid=other, user_uuid=bob.uuid, refresh_jti="jb")
+        storage.sessions.revoke(mine[2])
+        assert storage.sessions.revoke_all(ada.uuid, keep=mine[0]) == 1
+        assert storage.sessions.authenticate(mine[0]) is not None
+        assert storage.sessions.authenticate(mine[1]) is None
+        assert storage.sessions.rotate(mine[1], "j1", "j1-next") is False
+        assert storage.sessions.authenticate(other) is not None  # another user's
+        assert storage.sessions.revoke_all(ada.uuid, keep=mine[0]) == 0
+        assert storage.sessions.revoke_all(ada.uuid) == 1
+        assert storage.sessions.authenticate(mine[0]) is None
+        assert storage.sessions.revoke_all(ada.uuid) == 0
+        assert storage.sessions.revoke_all("77777777-7777-4777-8777-777777777777") == 0
+        assert storage.sessions.authenticate(other) is not None
+
     def test_session_rotation_is_single_use(self, storage):
         user = self.user(storage)
         storage.sessions.create(uuid=self.SESSION, user_uuid=user.uuid, refresh_jti="jti-1")
@@ -655,10 +745,55 @@ class StorageContract:
 
     def test_throttle_window_expires(self, storage):
         key = "ada@example.com"
-        assert storage.throttle.hit(key, limit=1, window=1) is None
-        assert storage.throttle.hit(key, limit=1, window=1) is not None
-        time.sleep(1.1)
-        assert storage.throttle.hit(key, limit=1, window=1) is None
+        assert storage.throttle.hit(key, limit=2, window=2) is None
+        assert storage.throttle.hit(key, limit=2, window=2) is None
+        time.sleep(2.1)
+        # A fresh count: two attempts again (a count that went on would lock after one).
+        assert [storage.throttle.hit(key, limit=2, window=2) for _ in range(2)] == [None, None]
+
+    def test_throttle_locks_with_backoff_and_the_lock_ends(self, storage):
+        throttle, key = storage.throttle, "ada@example.com"
+        assert [throttle.hit(key, limit=2, window=16) for _ in range(2)] == [None, None]
+        assert throttle.hit(key, limit=2, window=16) == 1  # window / 16
+        time.sleep(1.05)
+        assert throttle.hit(key, limit=2, window=16) is None  # the lock ended; counted
+        assert throttle.hit(key, limit=2, window=16) == 2  # twice as long now
+        time.sleep(2.05)
+        assert throttle.hit(key, limit=2, window=16) is None
+        assert throttle.hit(key, limit=2, window=16) == 4
+
+    def test_throttle_refused_attempts_do_not_extend_the_lock(self, storage):
+        throttle, key = storage.throttle, "ada@example.com"
+        assert throttle.hit(key, limit=1, window=16) is None
+        started = time.monotonic()
+        while time.monotonic() - started < 0.8:
+            assert throttle.hit(key, limit=1, window=16) == 1
+            time.sleep(0.05)
+        time.sleep(max(0.0, 1.05 - (time.monotonic() - started)))
+        assert throttle.hit(key, limit=1, window=16) is None
+
+    def test_throttle_reset_and_forgive(self, storage):
+        throttle, key = storage.throttle, "ip:192.0.2.1"
+        assert throttle.reset(key) is False
+        throttle.forgive(key)  # nothing to forgive: no error, nothing made
+        assert [throttle.hit(key, limit=2, window=60) for _ in range(2)] == [None, None]
+        throttle.forgive(key)  # one of the two succeeded: one more may try
+        assert throttle.hit(key, limit=2, window=60) is None
+        assert isinstance(throttle.hit(key, limit=2, window=60), int)
+        assert throttle.reset(key) is True
+        assert throttle.hit(key, limit=2, window=60) is None
+
+    def test_throttle_prunes_ended_keys(self, storage):
+        throttle = storage.throttle
+        for n in range(5):
+            assert throttle.hit(f"gone{n}@example.com", limit=5, window=1) is None
+        assert throttle.prune(window=1) == 0  # two windows have not passed yet
+        time.sleep(2.05)
+        assert throttle.prune(window=1, batch=2) == 2
+        assert throttle.hit("new@example.com", limit=5, window=1) is None  # prunes the rest itself
+        assert throttle.prune(window=1) == 0
+        assert throttle.reset("new@example.com") is True  # the live key stayed
+        assert throttle.reset("gone4@example.com") is False
 
     def test_throttle_is_atomic(self, storage):
         results = run_together(8, lambda i: storage.throttle.hit("race@example.com", limit=5, window=60))

@@ -2,33 +2,60 @@
 
 from __future__ import annotations
 
+import secrets
+
 import bcrypt
 
 from locky.plugins import hookimpl
 
 
+def _cost(hashed: str) -> int | None:
+    """The cost of a bcrypt hash (``$2b$12$...`` is 12), or ``None`` for anything else."""
+    parts = hashed.split("$")
+    if len(parts) != 4 or not parts[1].startswith("2") or not (parts[2].isascii() and parts[2].isdigit()):
+        return None
+    return int(parts[2])
+
+
 class BcryptHasher:
-    """Salted bcrypt hashes; passwords are at most 72 bytes (validated before us)."""
+    """Salted bcrypt hashes; passwords are at most 72 bytes (validated before us).
+
+    Every check costs at least the configured cost: a hash made with fewer rounds (an
+    account not logged in since ``LOCKY_BCRYPT_ROUNDS`` was raised) or one that is no
+    bcrypt hash at all is also checked against a hash of the configured cost, so the time
+    of a failed login does not tell which accounts exist (the login's dummy check for
+    unknown emails costs the configured rounds). Login rehashes such hashes on success.
+    """
 
     def __init__(self, rounds: int = 12):
         self.rounds = rounds
+        self._equalizer: bytes | None = None  # made on first need: startup stays one hash cheaper
 
     def hash(self, password: str) -> str:
         return bcrypt.hashpw(password.encode(), bcrypt.gensalt(self.rounds)).decode()
 
     def verify(self, password: str, hashed: str) -> bool:
-        if len(password.encode()) > 72:  # bcrypt < 5 would silently truncate and match
+        encoded = password.encode()
+        cost = _cost(hashed) if isinstance(hashed, str) else None
+        # Over 72 bytes never matches: bcrypt < 5 would silently truncate and match.
+        usable = cost is not None and len(encoded) <= 72
+        if not usable or cost < self.rounds:
+            self._spend_configured_cost()
+        if not usable:
             return False
         try:
-            return bcrypt.checkpw(password.encode(), hashed.encode())
-        except ValueError:  # not a bcrypt hash, or a password over 72 bytes
+            return bcrypt.checkpw(encoded, hashed.encode())
+        except ValueError:  # a malformed salt
             return False
 
+    def _spend_configured_cost(self) -> None:
+        """One check at the configured cost whose result is thrown away."""
+        if self._equalizer is None:
+            self._equalizer = bcrypt.hashpw(secrets.token_urlsafe(16).encode(), bcrypt.gensalt(self.rounds))
+        bcrypt.checkpw(b"not the password", self._equalizer)
+
     def needs_rehash(self, hashed: str) -> bool:
-        try:
-            return not hashed.startswith("$2") or int(hashed.split("$")[2]) != self.rounds
-        except (IndexError, ValueError):
-            return True
+        return _cost(hashed) != self.rounds
 
 
 @hookimpl

@@ -5,6 +5,11 @@ may do is policy (``model.conf`` + ``policy.csv`` + custom roles stored through 
 API). A check enforces the Casbin model once per subject the caller holds, against
 only the policy lines of that subject's roles, so its cost does not grow with the
 number of lines or memberships.
+
+Custom roles are also assignable as a class: for each one the snapshot holds
+``g2, assign:<role>, assign:custom`` (see :data:`ASSIGN_CUSTOM`), so a policy line on
+``assign:custom`` lets its holders add and remove members with any custom role, and
+only with those: a built-in role's ``assign:`` action links to nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +26,11 @@ from locky.records import Permission, User
 from . import policy_files
 
 CACHE_SIZE = 4096
+#: The action that stands for "assign any custom role" (``members``, ``assign:<role>``).
+ASSIGN_CUSTOM = "assign:custom"
+#: Roles held globally and never through a membership (the API refuses them as
+#: membership roles); one stored before that rule grants nothing within its group.
+GLOBAL_ROLES = frozenset({"admin", "user"})
 
 
 class _PolicySnapshot:
@@ -34,6 +44,8 @@ class _PolicySnapshot:
         rows = list(files.rows)
         for role, permissions in custom.items():
             rows.extend(["p", role, "*", p.resource, p.action] for p in permissions)
+            if f"assign:{role}" != ASSIGN_CUSTOM:
+                rows.append(["g2", f"assign:{role}", ASSIGN_CUSTOM])
         # Appended directly: ``model.add_policy`` checks for duplicates with a list
         # scan, which makes loading 10,000 lines quadratic (seconds per reload).
         seen: set[tuple[str, ...]] = set()
@@ -143,7 +155,7 @@ class CasbinAuthorizer:
         subjects.extend(grants)
         if group_uuid is not None:
             role = self.storage.members.role_of(user.uuid, group_uuid)
-            if role is not None:
+            if role is not None and role not in GLOBAL_ROLES:
                 subjects.append(role)
         return subjects
 

@@ -12,10 +12,15 @@ import casbin
 
 from locky.settings import SettingsError
 
-ROLE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+# ``\Z``, not ``$``: callers use ``match``, and ``$`` also matches before a final newline.
+ROLE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}\Z")
 #: A user uuid in a ``g``/``p`` line is a subject, not a role (roles cannot take this shape).
-USER_UUID = re.compile(r"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$")
-DESCRIPTION = re.compile(r"^#\s*role\s+([a-z][a-z0-9_-]{0,63})\s*:\s*(.+)$")
+USER_UUID = re.compile(r"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\Z")
+DESCRIPTION = re.compile(r"^#\s*role\s+([a-z][a-z0-9_-]{0,63})\s*:\s*(.+)\Z")
+#: Where a trailing comment starts: a ``#`` after a space or a comma. Role names,
+#: scopes, resources, actions and uuids hold no ``#``; an email may (``a#b@example.com``)
+#: but never after a space or a comma, so the rule is unambiguous.
+TRAILING_COMMENT = re.compile(r"(?<=[\s,])#.*\Z")
 ARITY = {"p": 5, "g": 3, "g2": 3}
 TRIAL_SUBJECTS = 32
 
@@ -64,7 +69,7 @@ def load(configured: str | None) -> PolicyFiles:
             if match:
                 files.descriptions[match.group(1)] = match.group(2).strip()
             continue
-        row = [cell.strip() for cell in next(csv.reader([stripped], skipinitialspace=True))]
+        row = [cell.strip() for cell in next(csv.reader([_without_comment(stripped)], skipinitialspace=True))]
         kind = row[0]
         if kind not in ARITY:
             raise SettingsError(f"{policy_path}:{number}: unknown line type {kind!r} (expected p, g or g2)")
@@ -72,9 +77,23 @@ def load(configured: str | None) -> PolicyFiles:
             raise SettingsError(
                 f"{policy_path}:{number}: a {kind} line has {ARITY[kind] - 1} non-empty values, got {row[1:]}"
             )
+        for cell in row[1:]:
+            if "#" in cell and "@" not in cell:
+                raise SettingsError(
+                    f"{policy_path}:{number}: {cell!r} holds a '#': a comment after the values needs a"
+                    " space before it (p, user, *, groups, read  # why)"
+                )
+        if kind in ("p", "g") and "@" in row[1]:
+            # Emails are stored lowercased: an upper-case subject would never match.
+            row[1] = row[1].lower()
         files.rows.append(row)
     _trial(files, directory)
     return files
+
+
+def _without_comment(line: str) -> str:
+    """``line`` without its trailing ``# comment``."""
+    return TRAILING_COMMENT.sub("", line).rstrip()
 
 
 def _trial(files: PolicyFiles, directory: Path) -> None:

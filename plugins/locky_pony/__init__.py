@@ -20,6 +20,7 @@ from locky.plugins import hookimpl
 
 from . import schema
 from .database import bind_arguments, open_database
+from .deadline import WATCHDOG
 from .guard import transaction
 from .reader import Reader
 from .sessions import GrantStore, LoginThrottle, SessionStore
@@ -46,14 +47,17 @@ class PonyStorage:
         return self.entities.Meta["policy_revision"].number
 
     def schema(self):
-        return schema.schema_state(self.db)
+        with WATCHDOG.call():
+            return schema.schema_state(self.db)
 
     def migrate(self, *, dry_run: bool = False):
         return schema.migrate(self.db, dry_run=dry_run)
 
     def ping(self) -> bool:
+        # In a transaction (immediate), so that Pony does not reconnect and try again
+        # after the watchdog cut a hung connection: health answers within the timeout.
         try:
-            with db_session:
+            with WATCHDOG.call(), db_session(immediate=True):
                 self.db.select("SELECT 1")
             return True
         except Exception:

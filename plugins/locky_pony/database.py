@@ -12,6 +12,7 @@ from pony.orm import Database
 
 from locky.settings import Settings, SettingsError
 
+from .deadline import WATCHDOG
 from .entities import define_entities
 
 
@@ -28,7 +29,8 @@ def bind_arguments(settings: Settings) -> dict:
         # the database file's mode. An existing file keeps the mode its operator chose.
         path.touch(mode=0o600, exist_ok=True)
         # Absolute path: Pony resolves relative ones against its caller's module.
-        return {"provider": "sqlite", "filename": str(path), "create_db": True, "timeout": 30}
+        # ``timeout``: how long a write waits for another process's write lock.
+        return {"provider": "sqlite", "filename": str(path), "create_db": True, "timeout": settings.db_timeout}
     parts = urlsplit(url)
     try:
         port = parts.port
@@ -41,18 +43,23 @@ def bind_arguments(settings: Settings) -> dict:
     user, password = unquote(parts.username or ""), unquote(parts.password or "")
     database = unquote(parts.path.strip("/"))
     options = dict(parse_qsl(parts.query))
+    timeout = settings.db_timeout
     if parts.scheme in ("postgres", "postgresql"):
-        # Query parameters are libpq's own (sslmode=require, ...).
+        # Query parameters are libpq's own (sslmode=require, ...). tcp_user_timeout and
+        # keepalives find a network that drops packets; a server that keeps the
+        # connection open but never answers is the watchdog's (deadline.py).
         return {
             "provider": "postgres", "host": parts.hostname, "port": port or 5432, "user": user,
-            "password": password, "database": database, "connect_timeout": 10,
-            "application_name": "locky", **options,
+            "password": password, "database": database, "connect_timeout": timeout,
+            "tcp_user_timeout": timeout * 1000, "keepalives": 1, "keepalives_idle": timeout,
+            "keepalives_interval": 1, "keepalives_count": 3, "application_name": "locky", **options,
         }
     if options:
         raise SettingsError("LOCKY_DATABASE_URL takes no query parameters for mysql://")
     return {
         "provider": "mysql", "host": parts.hostname, "port": port or 3306, "user": user,
-        "password": password, "database": database, "charset": "utf8mb4", "connect_timeout": 10,
+        "password": password, "database": database, "charset": "utf8mb4", "connect_timeout": timeout,
+        "read_timeout": timeout, "write_timeout": timeout,
     }
 
 
@@ -70,6 +77,12 @@ def open_database(settings: Settings):
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
 
+    @db.on_connect
+    def _watched(db, connection):
+        # Every engine with a socket (PostgreSQL, MySQL/MariaDB): see deadline.py.
+        if db.provider_name != "sqlite":
+            WATCHDOG.track(connection, settings.db_timeout)
+
     arguments = bind_arguments(settings)
     try:
         db.bind(**arguments)
@@ -80,6 +93,10 @@ def open_database(settings: Settings):
         ) from None
     except Exception as exc:  # the driver's own connection errors
         raise SettingsError(f"cannot connect to the database: {type(exc).__name__}: {_first_line(exc)}") from None
+    # Pony connects once more after a broken connection; not within a call the watchdog
+    # cut for taking too long (that would double it).
+    should_reconnect = db.provider.should_reconnect
+    db.provider.should_reconnect = lambda exc: not WATCHDOG.cut_here() and should_reconnect(exc)
     dialect = db.provider.dialect
     if dialect == "PostgreSQL":
         _use_bigserial(db.provider)

@@ -122,11 +122,15 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         refresh_jti = Required(str, 64, autostrip=False)
 
     class ThrottleRow(db.Entity):
+        # One login-throttle key (an email or ``ip:<address>``): when its window started,
+        # the attempts counted in it, and when the last was counted (its lock runs from
+        # there). Indexed by window start so ended rows are found and pruned cheaply.
         _table_options_ = options
         _table_ = "locky_login_throttle"
         key = PrimaryKey(str, 254)
-        window_start = Required(float)
+        window_start = Required(float, index="idx_locky_login_throttle__window_start")
         attempts = Required(int)
+        last_attempt = Required(float, default=0.0)
 
     class GrantRow(db.Entity):
         _table_options_ = options

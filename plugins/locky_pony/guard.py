@@ -22,6 +22,8 @@ from pony.orm import core, db_session
 
 from locky.errors import Conflict, LockyError, Unavailable
 
+from .deadline import WATCHDOG
+
 log = logging.getLogger("locky.storage")
 
 CONFLICT, TRANSIENT, LOST, BROKEN = "conflict", "transient", "lost", "broken"
@@ -34,6 +36,9 @@ PG_LOST = {None, "57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", 
 MYSQL_TRANSIENT = {1213, 1205}
 #: MySQL/MariaDB client errors: can't connect, server gone away, lost connection, ...
 MYSQL_LOST = {2002, 2003, 2005, 2006, 2013, 2055, 1927, 1053, 1077, 1078, 1079, 1080}
+
+#: Seconds after its start within which a failed call may still run again (see ``quick``).
+RETRY_WINDOW = 1.0
 
 _WRAPPERS = (core.CommitException, core.PartialCommitException, core.RollbackException)
 
@@ -124,9 +129,11 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
         # Inside a caller's db_session (a batch) this is no transaction of its own:
         # nothing to run again.
         attempts = 1 if core.local.db_session is not None else retries + 1
+        started = time.monotonic()
         for attempt in range(attempts):
             try:
-                return session(*args, **kwargs)
+                with WATCHDOG.call():
+                    return session(*args, **kwargs)
             except (LockyError, ValueError, TypeError):
                 raise
             except Exception as exc:
@@ -135,7 +142,7 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
                 if kind == CONFLICT and not (retry_conflicts and not last):
                     log.info("unique key conflict in %s", method.__qualname__)
                     raise (conflict or Conflict("request", "Conflicts with a concurrent change; try again.")) from None
-                if last or not (kind == CONFLICT or _may_run_again(exc, kind)):
+                if last or not quick(started) or not (kind == CONFLICT or _may_run_again(exc, kind)):
                     raise unavailable(method.__qualname__, exc, kind) from None
                 log.info("running %s again after a %s error (%s)", method.__qualname__, kind,
                          type(root_cause(exc)).__name__)
@@ -144,6 +151,13 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
 
     wrapper.retries = retries
     return wrapper
+
+
+def quick(started: float) -> bool:
+    """Whether a failed call may run again: only a failure that came quickly (a deadlock,
+    a connection found broken). One that came after waiting out a timeout answers 503
+    now rather than waiting again, so a call never takes much over ``LOCKY_DB_TIMEOUT``."""
+    return time.monotonic() - started < RETRY_WINDOW
 
 
 def unavailable(where: str, exc: BaseException, kind: str) -> Unavailable:

@@ -28,11 +28,13 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from typing import NamedTuple
 
 from pony.orm import core
 
-from .guard import LOST, TRANSIENT, classify, root_cause, transaction, unavailable
+from .deadline import WATCHDOG
+from .guard import LOST, TRANSIENT, classify, quick, root_cause, transaction, unavailable
 
 #: PostgreSQL SQLSTATEs meaning the connection's prepared statements are not what this
 #: reader recorded: "does not exist" (dropped by ``DISCARD ALL`` or ``DEALLOCATE``) and
@@ -64,9 +66,11 @@ class Reader:
         self.direct = None
         bind = dict(bind or {})
         provider = bind.pop("provider", None)
+        # The same bound as every other database call (LOCKY_DB_TIMEOUT).
+        self.timeout = bind.get("connect_timeout") or bind.get("timeout") or 5
         if provider == "sqlite" and bind.get("filename") not in (None, ":memory:", ":sharedmemory:"):
             self.direct = "sqlite"
-            self.connect_args = {"database": bind["filename"], "timeout": bind.get("timeout", 30)}
+            self.connect_args = {"database": bind["filename"], "timeout": bind.get("timeout", 5)}
         elif provider == "postgres":
             self.direct = "postgres"
             self.connect_args = bind
@@ -88,24 +92,26 @@ class Reader:
     def select(self, statement: Statement, params: tuple) -> list[tuple]:
         if core.local.db_session is not None or self.direct is None:
             return self._in_transaction(statement.pony, params)
-        for attempt in range(ATTEMPTS):
-            try:
-                cursor = self._connection().cursor()
+        started = time.monotonic()
+        with WATCHDOG.call():
+            for attempt in range(ATTEMPTS):
                 try:
-                    if self.direct == "postgres":
-                        self._execute_prepared(cursor, statement, params)
-                    else:
-                        cursor.execute(statement.direct, params)
-                    return cursor.fetchall()
-                finally:
-                    cursor.close()
-            except Exception as exc:
-                kind = classify(exc)
-                if kind == LOST or self.direct == "postgres":
-                    self._drop()  # a broken or aborted connection: a new one next time
-                if attempt < ATTEMPTS - 1 and kind in (LOST, TRANSIENT):
-                    continue
-                raise unavailable("a read", exc, kind) from None
+                    cursor = self._connection().cursor()
+                    try:
+                        if self.direct == "postgres":
+                            self._execute_prepared(cursor, statement, params)
+                        else:
+                            cursor.execute(statement.direct, params)
+                        return cursor.fetchall()
+                    finally:
+                        cursor.close()
+                except Exception as exc:
+                    kind = classify(exc)
+                    if kind == LOST or self.direct == "postgres":
+                        self._drop()  # a broken or aborted connection: a new one next time
+                    if attempt < ATTEMPTS - 1 and kind in (LOST, TRANSIENT) and quick(started):
+                        continue
+                    raise unavailable("a read", exc, kind) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _execute_prepared(self, cursor, statement: Statement, params: tuple) -> None:
@@ -155,6 +161,7 @@ class Reader:
 
             connection = psycopg2.connect(**self.connect_args)
             connection.autocommit = True
+            WATCHDOG.track(connection, self.timeout)
         local.connection, local.pid = connection, os.getpid()
         local.prepared = set()  # names of the statements prepared on this connection
         return connection

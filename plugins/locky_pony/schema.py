@@ -83,7 +83,7 @@ def migrate(db, *, dry_run: bool = False) -> list[Migration]:
                 applied[step.version] = _now()
                 _record_history(db, step.version, applied)
                 commit()
-                log.info("schema step %s applied: %s", step.version, step.description)
+                log.debug("schema step %s applied: %s", step.version, step.description)
                 done.append(step)
             _check_tables(db)
         finally:

@@ -7,6 +7,7 @@ SQL from :mod:`.reads`; everything else here runs on Pony's entities, one
 
 from __future__ import annotations
 
+import math
 import time
 
 from locky.records import Authenticated, Session, User
@@ -67,8 +68,30 @@ class SessionStore:
         row.revoked_at = utcnow()
         return True
 
+    @transaction
+    def revoke_all(self, user_uuid: str, *, keep: str | None = None) -> int:
+        # Locked, as ``rotate`` locks: a refresh racing this either went first (and its
+        # new token dies here) or waits and finds its session revoked.
+        if not isinstance(user_uuid, str):
+            return 0
+        now = utcnow()
+        rows = self.e.Session.select(lambda s: s.user_uuid == user_uuid and s.revoked_at is None).for_update()
+        revoked = 0
+        for row in rows:
+            if row.uuid != keep:
+                row.revoked_at = now
+                revoked += 1
+        return revoked
+
 
 class LoginThrottle:
+    """Failed logins per key with exponential backoff (``locky.providers.LoginThrottle``):
+    one row per key, locked by each hit, so concurrent attempts count one at a time."""
+
+    #: Ended rows a new key deletes, at most: more than the one row it adds, so the
+    #: table stays bounded, and few enough to keep a login's transaction short.
+    PRUNE_BATCH = 20
+
     def __init__(self, entities):
         self.e = entities
 
@@ -78,21 +101,57 @@ class LoginThrottle:
         row = self.e.Throttle.get_for_update(key=key)
         if row is None:
             # A concurrent first attempt makes the insert fail; the retry then locks its row.
-            self.e.Throttle(key=key, window_start=now, attempts=1)
+            self.e.Throttle(key=key, window_start=now, attempts=1, last_attempt=now)
+            self._prune(now, window, self.PRUNE_BATCH, keep=key)
             return None
+        wait = lock_remaining(row.attempts, row.last_attempt, now, limit=limit, window=window)
+        if wait > 0:
+            return max(1, math.ceil(wait))  # refused and not counted: the lock stays as it was
         if now - row.window_start >= window:
-            row.window_start, row.attempts = now, 1
-            return None
-        if row.attempts >= limit:
-            return int(row.window_start + window - now) + 1
+            row.window_start, row.attempts = now, 0
         row.attempts += 1
+        row.last_attempt = now
         return None
 
     @transaction
-    def reset(self, key: str) -> None:
+    def reset(self, key: str) -> bool:
         row = self.e.Throttle.get_for_update(key=key)
-        if row is not None:
+        if row is None:
+            return False
+        row.delete()
+        return True
+
+    @transaction
+    def forgive(self, key: str) -> None:
+        row = self.e.Throttle.get_for_update(key=key)
+        if row is not None and row.attempts > 0:
+            row.attempts -= 1
+
+    @transaction
+    def prune(self, *, window: int, batch: int = 1000) -> int:
+        return self._prune(time.time(), window, batch)
+
+    def _prune(self, now: float, window: int, batch: int, keep: str | None = None) -> int:
+        cutoff = now - 2 * window
+        rows = self.e.Throttle.select(lambda t: t.window_start <= cutoff and t.key != keep)
+        if self.e.Throttle._database_.provider.dialect != "SQLite":
+            # Rows another transaction holds (a hit on that key) are its business: skip
+            # them rather than wait, so two pruning logins never wait for each other.
+            rows = rows.for_update(skip_locked=True)
+        ended = rows.order_by(self.e.Throttle.window_start).limit(batch)
+        for row in ended:
             row.delete()
+        return len(ended)
+
+
+def lock_remaining(attempts: int, last_attempt: float, now: float, *, limit: int, window: int) -> float:
+    """Seconds left of a key's lock (0 or less: none): once ``attempts`` reached
+    ``limit``, ``window / 16`` after the last attempt, doubling per further attempt, at
+    most ``window``."""
+    if attempts < limit:
+        return 0.0
+    delay = min(window, window / 16 * 2 ** min(attempts - limit, 16))
+    return last_attempt + delay - now
 
 
 class GrantStore:

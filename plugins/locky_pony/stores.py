@@ -5,6 +5,25 @@ this module decides what they mean (which filters a kind has, emails lowercased,
 ``None`` for a filter not given). Its writes go through Pony's entities, each write one
 :func:`~.guard.transaction`; entity rows are turned into :mod:`locky.records`
 dataclasses before they leave it.
+
+Writes that depend on other rows lock before they read (``get_for_update``: SELECT ...
+FOR UPDATE), and the lock is each transaction's FIRST statement:
+
+- PostgreSQL: Pony runs the reads before a transaction's first write or lock in
+  autocommit mode, each seeing its own moment; a read that decides must come after
+  the lock, which also re-checks its WHERE against the row as the locker left it.
+- MariaDB (REPEATABLE READ): a plain SELECT reads the snapshot taken at the
+  transaction's first plain SELECT; taking the lock first puts that snapshot after
+  whatever the lock waited for.
+- SQLite has no row locks: Pony emulates FOR UPDATE by starting the transaction with
+  BEGIN IMMEDIATE (the database's write lock); a read before it runs outside the
+  transaction, so again the lock comes first.
+
+Membership changes of one group serialize on its row (adding, removing, deleting the
+group); adding also locks the user (against its deletion) and holds a shared lock on
+the role (against its deletion or rename, without serializing every add that names
+the same role). So no order of concurrent requests leaves a live membership on a
+deleted group, user or role, or a group whose last owner left.
 """
 
 from __future__ import annotations
@@ -18,7 +37,10 @@ from locky.records import Group, Member, Page, Permission, Role, User
 
 from .guard import integrity_errors, transaction
 from .reader import Reader
-from .reads import MAX_ID, RecordReads
+from .reads import MAX_ID, RecordReads, column
+
+#: The role a group's creator gets; a group keeps at least one live member holding it.
+OWNER = "owner"
 
 
 def utcnow() -> datetime:
@@ -107,9 +129,11 @@ class Collection:
     # -- writes ------------------------------------------------------------------------
 
     def _live(self, id: int):
+        """The live row ``id``, locked for the rest of the transaction (see the module's
+        docstring: every write locks the row it changes before it reads anything)."""
         if not isinstance(id, int) or not 0 < id <= MAX_ID:
             return None
-        row = self.entity.get(id=id)
+        row = self.entity.get_for_update(id=id)
         return row if row is not None and row.del_token == 0 else None
 
     def _live_or_404(self, id: int):
@@ -120,7 +144,7 @@ class Collection:
 
     @transaction
     def delete(self, id: int):
-        row = self._live_or_404(id)
+        row = self._live_or_404(id)  # locked: the checks below see what the lock waited for
         self._before_delete(row)
         soft_delete(row, utcnow())
         self._after_delete(row)
@@ -195,7 +219,9 @@ class GroupStore(Collection):
 
     @transaction
     def create(self, *, name: str, description: str, owner_uuid: str) -> Group:
-        owner = self.entities.User.get(uuid=owner_uuid, del_token=0)
+        # Locked: a user deleted at the same time is either gone here or finds (and
+        # ends) this owner membership.
+        owner = self.entities.User.get_for_update(uuid=owner_uuid, del_token=0)
         if owner is None:
             raise Invalid.one("owner_uuid", "No such user.")
         now = utcnow()
@@ -229,14 +255,18 @@ class MemberStore(Collection):
         # The references are checked once, here, in the insert's own transaction; then
         # the caller's authorization (so a missing reference is a 400 before any 403).
         # Whatever ``authorize`` raises propagates and rolls back: nothing is written.
+        # Each reference is locked as it is found (group, user, then the role shared),
+        # so a concurrent delete of any of them waits for this insert and then sees
+        # (and ends, or refuses to delete under) the new membership, or went first and
+        # the lock finds the row gone.
         e = self.entities
-        group = e.Group.get(uuid=group_uuid, del_token=0)
+        group = e.Group.get_for_update(uuid=group_uuid, del_token=0)
         if group is None:
             raise Invalid.missing("group_uuid")
-        user = e.User.get(uuid=user_uuid, del_token=0)
+        user = e.User.get_for_update(uuid=user_uuid, del_token=0)
         if user is None:
             raise Invalid.missing("user_uuid")
-        if e.Role.get(name=role, del_token=0) is None:
+        if not self._role_is_live(role):
             raise Invalid.missing("role")
         if authorize is not None:
             authorize()
@@ -247,6 +277,53 @@ class MemberStore(Collection):
                 group_uuid=group.uuid, user_uuid=user.uuid, role=role,
             )
             row.flush()
+        return member_record(row)
+
+    def _role_is_live(self, name: str) -> bool:
+        """Whether a live role has this name, holding a shared lock on its row until
+        the transaction ends: a role delete or rename (which lock it exclusively) waits,
+        while other adds naming the same role go on.
+
+        The lock is taken by primary key, where the role's own writes take theirs, and
+        the row is checked again as locked. On MariaDB a locking read of the name through
+        the (name, del_token) index is covered by that index and locks only its entry,
+        which a delete holding the row by id does not wait for (orphans in the race
+        tests). SQLite has no row locks; there the transaction already holds the
+        database's write lock.
+        """
+        found = self.entities.Role.get(name=name, del_token=0) if isinstance(name, str) else None
+        if found is None:
+            return False
+        db = self.entity._database_
+        provider = db.provider
+        if provider.dialect == "SQLite":
+            return True
+        role = self.entities.Role
+        share = "FOR SHARE" if provider.dialect == "PostgreSQL" else "LOCK IN SHARE MODE"
+        sql = (f"SELECT {column(provider, role, 'name')}, {column(provider, role, 'del_token')}"
+               f" FROM {provider.quote_name(role._table_)} WHERE {column(provider, role, 'id')} = $id {share}")
+        rows = db.select(sql, {"id": found.id})
+        return bool(rows) and tuple(rows[0]) == (name, 0)
+
+    def delete(self, id: int) -> Member:
+        # Which group to lock first: a membership never moves to another group, so the
+        # read needs no lock (one that turns out deleted is a 404 below).
+        found = self.reads.get(id)
+        if found is None:
+            raise NotFound()
+        return self._delete(id, found.group_uuid)
+
+    @transaction
+    def _delete(self, id: int, group_uuid: str) -> Member:
+        # The group's row first, as adding and deleting a group take it: two owners
+        # leaving at once serialize here, and the second sees the first one gone.
+        self.entities.Group.get_for_update(uuid=group_uuid)
+        row = self._live_or_404(id)
+        if row.role == OWNER and not self.entity.exists(
+            lambda m: m.group_uuid == group_uuid and m.role == OWNER and m.del_token == 0 and m.id != id
+        ):
+            raise Invalid.one("role", "The group's last owner cannot leave it; make another member owner first.")
+        soft_delete(row, utcnow())
         return member_record(row)
 
     def role_of(self, user_uuid: str, group_uuid: str) -> str | None:
@@ -287,7 +364,7 @@ class RoleStore(Collection):
         if row.builtin:
             raise Invalid.one("name", "Built-in roles cannot be changed.")
         if changes.get("name") not in (None, row.name) and self._held(row.name):
-            raise Invalid.one("name", "Cannot rename a role held by live memberships.")
+            raise Invalid.one("name", "Cannot rename a role held by live memberships or grants.")
         if changes.get("permissions") is not None:
             changes["permissions"] = self._permissions(changes["permissions"])
         row = self._update(id, changes, "name", "Already exists.")
@@ -295,13 +372,19 @@ class RoleStore(Collection):
         return role_record(row)
 
     def _held(self, name: str) -> bool:
-        return self.entities.Member.exists(lambda m: m.role == name and m.del_token == 0)
+        """Whether anything refers to the role by name: a live membership or a global
+        grant. Such a role keeps its name and stays (a new role of that name would
+        otherwise inherit them). Called with the role's row locked, which every add of a
+        membership naming it waits for."""
+        e = self.entities
+        return (e.Member.exists(lambda m: m.role == name and m.del_token == 0)
+                or e.Grant.exists(lambda g: g.role == name))
 
     def _before_delete(self, row) -> None:
         if row.builtin:
             raise Invalid.one("name", "Built-in roles cannot be deleted.")
         if self._held(row.name):
-            raise Invalid.one("name", "The role is held by live memberships.")
+            raise Invalid.one("name", "The role is held by live memberships or grants.")
 
     def _after_delete(self, row) -> None:
         self._bump()

@@ -66,8 +66,11 @@ def flow(send) -> dict:
     send("GET", "/v1/internal/users/me", None, tokens["access2"])  # 401 now
     status, text = send("POST", LOGIN, {"email": "secretive@example.com", "password": SECRET_PASSWORD}, None)
     tokens["access3"] = json.loads(text)["access_token"]
-    assert send("PUT", f"/v1/private/users/{me['id']}", {"password": NEW_PASSWORD}, tokens["access3"])[0] == 200
+    assert send("PUT", f"/v1/private/users/{me['id']}", {"password": NEW_PASSWORD, "current_password": SECRET_PASSWORD},
+                tokens["access3"])[0] == 200
     send("PUT", f"/v1/private/users/{me['id']}", {"password": "short"}, tokens["access3"])
+    send("PUT", f"/v1/private/users/{me['id']}", {"password": OTHER, "current_password": SECRET_PASSWORD},
+         tokens["access3"])  # no longer the current password: 400
     send("GET", "/v1/internal/users", None, tokens["access3"])
     send("GET", f"/v1/internal/users/{me['id']}", None, tokens["access3"])
     send("GET", "/v1/internal/users/me", None, tokens["access3"] + "x")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import math
 import threading
 import time
 import uuid as uuidlib
@@ -236,6 +237,13 @@ class MemberStore(_Records):
                 raise Conflict("user_uuid", "Already a member of this group.")
             return self._add(group_uuid, user_uuid, role)
 
+    def _before_delete(self, member: Member) -> None:
+        # Under the one lock, so two owners leaving at once cannot both pass.
+        if member.role == "owner" and not any(
+            m.id != member.id for m in self._live_where(group_uuid=member.group_uuid, role="owner")
+        ):
+            raise Invalid.one("role", "The group's last owner cannot leave it; make another member owner first.")
+
     def role_of(self, user_uuid: str, group_uuid: str) -> str | None:
         with self.lock:
             if self.db.groups.get_by_uuid(group_uuid) is None:
@@ -252,7 +260,10 @@ class RoleStore(_Records):
         return tuple(dict.fromkeys(Permission(p.resource, p.action) for p in permissions))
 
     def _held(self, name: str) -> bool:
-        return bool(self.db.members._live_where(role=name))
+        # Memberships and global grants name roles: a role they hold keeps its name and
+        # stays, so a new role of that name never inherits them.
+        return bool(self.db.members._live_where(role=name)) or any(
+            role == name for _, role in self.db.grants.grants)
 
     def create(self, *, name: str, description: str, permissions: Iterable[Permission]) -> Role:
         return self._create(name, description, permissions, builtin=False)
@@ -278,7 +289,7 @@ class RoleStore(_Records):
             changed = self._changed(role, changes, ("name", "description", "permissions"))
             if "name" in changed:
                 if self._held(role.name):
-                    raise Invalid.one("name", "Cannot rename a role held by live memberships.")
+                    raise Invalid.one("name", "Cannot rename a role held by live memberships or grants.")
                 if self._live_where(name=changed["name"]):
                     raise Conflict("name")
             if not changed:
@@ -290,7 +301,7 @@ class RoleStore(_Records):
         if role.builtin:
             raise Invalid.one("name", "Built-in roles cannot be deleted.")
         if self._held(role.name):
-            raise Invalid.one("name", "The role is held by live memberships.")
+            raise Invalid.one("name", "The role is held by live memberships or grants.")
 
     def _after_delete(self, role: Role) -> None:
         self.db._bump()
@@ -368,31 +379,76 @@ class SessionStore:
             self.rows[uuid] = dataclasses.replace(session, revoked_at=now())
             return True
 
-    def _revoke_all(self, user_uuid: str, stamp: datetime) -> None:
+    def revoke_all(self, user_uuid: str, *, keep: str | None = None) -> int:
+        with self.lock:
+            return self._revoke_all(user_uuid, now(), keep=keep)
+
+    def _revoke_all(self, user_uuid: str, stamp: datetime, keep: str | None = None) -> int:
+        revoked = 0
         for uuid, session in list(self.rows.items()):
-            if session.user_uuid == user_uuid and session.revoked_at is None:
+            if session.user_uuid == user_uuid and session.revoked_at is None and uuid != keep:
                 self.rows[uuid] = dataclasses.replace(session, revoked_at=stamp)
+                revoked += 1
+        return revoked
 
 
 class LoginThrottle:
+    """Failed logins per key with exponential backoff (see ``locky.LoginThrottle``'s rule)."""
+
+    #: Ended keys a new key deletes, at most (more than the one it adds).
+    PRUNE_BATCH = 20
+
     def __init__(self, db: "MemoryStorage"):
         self.lock = db.lock
-        self.windows: dict[str, tuple[float, int]] = {}  # key -> (window start, attempts)
+        # key -> [window start, attempts, last counted attempt]; in window-start order,
+        # since a key whose window starts again moves to the end.
+        self.windows: dict[str, list] = {}
 
     def hit(self, key: str, *, limit: int, window: int) -> int | None:
         with self.lock:
             clock = time.time()
-            start, attempts = self.windows.get(key, (clock, 0))
-            if clock - start >= window:
-                start, attempts = clock, 0
+            entry = self.windows.get(key)
+            if entry is None:
+                self._prune(clock, window, self.PRUNE_BATCH)
+                self.windows[key] = [clock, 1, clock]
+                return None
+            start, attempts, last = entry
             if attempts >= limit:
-                return int(start + window - clock) + 1
-            self.windows[key] = (start, attempts + 1)
+                # Locked for window/16 after the last counted attempt, doubling per
+                # further attempt, at most the window; refused attempts are not counted.
+                remaining = last + min(window, window / 16 * 2 ** min(attempts - limit, 16)) - clock
+                if remaining > 0:
+                    return max(1, math.ceil(remaining))
+            if clock - start >= window:
+                del self.windows[key]
+                entry = self.windows[key] = [clock, 0, clock]
+            entry[1] += 1
+            entry[2] = clock
             return None
 
-    def reset(self, key: str) -> None:
+    def reset(self, key: str) -> bool:
         with self.lock:
-            self.windows.pop(key, None)
+            return self.windows.pop(key, None) is not None
+
+    def forgive(self, key: str) -> None:
+        with self.lock:
+            entry = self.windows.get(key)
+            if entry is not None and entry[1] > 0:
+                entry[1] -= 1
+
+    def prune(self, *, window: int, batch: int = 1000) -> int:
+        with self.lock:
+            return self._prune(time.time(), window, batch)
+
+    def _prune(self, clock: float, window: int, batch: int) -> int:
+        ended = []
+        for key, (start, _, _) in self.windows.items():
+            if start > clock - 2 * window or len(ended) == batch:
+                break
+            ended.append(key)
+        for key in ended:
+            del self.windows[key]
+        return len(ended)
 
 
 class GrantStore:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from locky.providers import Migration
 
-from . import v0001_baseline, v0002_schema_history
+from . import v0001_baseline, v0002_schema_history, v0003_throttle_window_index
 
 #: Steps in order; a step's version is its position (1-based).
-STEPS = (v0001_baseline, v0002_schema_history)
+STEPS = (v0001_baseline, v0002_schema_history, v0003_throttle_window_index)
 #: The schema version this code writes.
 LATEST = len(STEPS)
 

@@ -1,0 +1,175 @@
+"""What each ``locky serve`` worker process runs: gunicorn's threaded worker, made to
+answer in JSON, and an app that starts even while the database is away.
+
+- :class:`LockyWorker` is gunicorn's ``gthread`` worker: connections wait in a poller
+  until they have something to say, so slow and idle clients (slowloris, keep-alive)
+  hold no thread; complete requests run on a pool of threads. The errors gunicorn
+  answers itself (a bad request line or header, 414, 431, a broken chunked body) are
+  the contract's JSON bodies with the usual headers instead of gunicorn's HTML.
+- :class:`StartingApp` is the WSGI app a worker serves until ``create_app`` succeeds:
+  a worker (re)started during a database outage answers 503 JSON (health
+  ``{"status": "unavailable"}``) instead of failing to boot, which would make gunicorn
+  stop the whole server; it builds the real app as soon as the database answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Callable
+
+import orjson
+from gunicorn import util
+from gunicorn.workers.gthread import ThreadWorker
+
+from locky.middleware import JSON_UTF8, REQUEST_ID, SECURITY_HEADERS
+
+log = logging.getLogger("locky")
+HEALTH_PATH = "/v1/public/health"
+#: Seconds between two attempts to build the app while the database is away.
+RETRY_EVERY = 0.5
+
+
+def json_error(status: int, reason: str, request_id: str | None = None) -> tuple[list[tuple[str, str]], bytes]:
+    """Headers and body of an error answer made outside the app (no driver or parser text):
+    a 400 is a field map like every 400 of the API (the field is ``request``), any other
+    status Falcon's ``{"title", "description"}``."""
+    description = _DESCRIPTIONS.get(status, reason + ".")
+    if status == 400:
+        return json_answer({"request": description}, request_id)
+    return json_answer({"title": f"{status} {reason}", "description": description}, request_id)
+
+
+def json_answer(document: dict, request_id: str | None = None) -> tuple[list[tuple[str, str]], bytes]:
+    """``document`` as a JSON body with the headers every Locky answer carries."""
+    body = orjson.dumps(document)
+    given = request_id if request_id and REQUEST_ID.fullmatch(request_id) else None
+    headers = [("Content-Type", JSON_UTF8), ("Content-Length", str(len(body))),
+               ("X-Request-ID", given or str(uuid.uuid4())), *SECURITY_HEADERS.items()]
+    return headers, body
+
+
+_DESCRIPTIONS = {
+    400: "The request could not be read as HTTP.",
+    403: "The request is forbidden.",
+    414: "The request line is too long.",
+    417: "The expectation cannot be met.",
+    431: "The request's header fields are too large.",
+    500: "The server could not answer the request.",
+    501: "The transfer coding is not supported.",
+    503: "The service is starting and storage is not answering yet.",
+}
+
+
+def _write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn's ``util.write_error``, speaking the contract's JSON."""
+    headers, body = json_error(status_int, reason)
+    head = f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+    head += "".join(f"{name}: {value}\r\n" for name, value in headers) + "\r\n"
+    util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+class LockyWorker(ThreadWorker):
+    """gunicorn's threaded worker with JSON error answers and a deadline for reading
+    each request (see the module docstring)."""
+
+    def init_process(self):
+        # This process serves only Locky: every error gunicorn writes itself is JSON.
+        util.write_error = _write_json_error
+        super().init_process()
+
+    def handle(self, conn):
+        # A thread reads a request only once its first bytes are there (gunicorn's own
+        # wait), and then for at most READ_DEADLINE seconds: a client trickling its
+        # headers (slowloris) loses its connection instead of holding the thread.
+        if not isinstance(conn.sock, DeadlineSocket):
+            conn.sock = DeadlineSocket(conn.sock)
+        conn.sock.deadline = time.monotonic() + READ_DEADLINE
+        return super().handle(conn)
+
+
+#: Seconds a worker thread waits for the rest of a request once it began to arrive.
+READ_DEADLINE = 10.0
+
+
+class DeadlineSocket:
+    """A socket whose reads end (as if the client closed) once ``deadline`` passes."""
+
+    def __init__(self, sock):
+        self._sock = sock
+        self.deadline = float("inf")
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+    def _wait(self) -> bool:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        self._sock.settimeout(remaining)
+        return True
+
+    def recv(self, size, *flags):
+        if not self._wait():
+            return b""
+        try:
+            return self._sock.recv(size, *flags)
+        except TimeoutError:
+            return b""
+
+    def recv_into(self, buffer, *args):
+        if not self._wait():
+            return 0
+        try:
+            return self._sock.recv_into(buffer, *args)
+        except TimeoutError:
+            return 0
+
+
+class StartingApp:
+    """Answers 503 until ``build()`` (which makes the real app) succeeds, then hands
+    every request to the real app. One thread builds at a time, at most twice a second."""
+
+    def __init__(self, build: Callable[[], Callable]):
+        self.build = build
+        self.app: Callable | None = None
+        self._lock = threading.Lock()
+        self._next_try = 0.0
+        self._failed = False
+
+    def __call__(self, environ, start_response):
+        app = self.app or self._try()
+        if app is not None:
+            return app(environ, start_response)
+        request_id = environ.get("HTTP_X_REQUEST_ID")
+        if environ.get("PATH_INFO", "").rstrip("/") == HEALTH_PATH:
+            headers, body = json_answer({"status": "unavailable"}, request_id)
+        else:
+            headers, body = json_error(503, "Service Unavailable", request_id)
+        start_response("503 Service Unavailable", headers + [("Retry-After", "1")])
+        return [body]
+
+    def _try(self):
+        if time.monotonic() < self._next_try or not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self.app is None:
+                self.app = self.build()
+                if self._failed:
+                    log.warning("the database answers again: this worker now serves requests")
+        except Exception as exc:
+            self._failed = True
+            self._next_try = time.monotonic() + RETRY_EVERY
+            log.warning("this worker cannot start its app yet (%s: %s); answering 503",
+                        type(exc).__name__, (str(exc).splitlines() or [""])[0][:200])
+        finally:
+            self._lock.release()
+        return self.app
+
+
+def start_app(build: Callable[[], Callable]) -> Callable:
+    """The real app when it can be built now, else a :class:`StartingApp` that keeps trying."""
+    starting = StartingApp(build)
+    return starting._try() or starting
