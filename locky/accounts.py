@@ -8,7 +8,7 @@ from typing import Any
 
 from locky import events
 from locky.client_address import client_key
-from locky.errors import Locked, Unauthorized
+from locky.errors import Invalid, Locked, Unauthorized
 from locky.records import Identity, User
 
 BAD_LOGIN = "Invalid email or password."
@@ -45,29 +45,60 @@ class Accounts:
         answer is 429 whatever the password: a right password let through during the
         lock would make the lock no limit on guessing (the answer would tell).
         """
-        storage, hasher, settings = self.context.storage, self.context.password_hasher, self.settings
-        throttle, window = storage.throttle, settings.login_window
-        address_key = client_key(client_address) if client_address is not None else None
-        if address_key is not None:
-            retry_after = throttle.hit(address_key, limit=settings.login_max_failures_per_ip, window=window)
-            if retry_after is not None:
-                self._locked(email, "client address locked", retry_after, request_id)
-        retry_after = throttle.hit(email, limit=settings.login_max_failures, window=window)
-        if retry_after is not None:
-            self._locked(email, "locked", retry_after, request_id)
+        storage, hasher = self.context.storage, self.context.password_hasher
+        address_key = self._count_attempt(email, client_address, request_id)
         user = storage.users.get_by_email(email)
         matches = hasher.verify(password, user.password_hash if user else self._dummy_hash)
         if user is None or not matches:
             self.context.emit(events.LOGIN_FAILED, details={"email": email}, request_id=request_id)
             raise Unauthorized(BAD_LOGIN)
-        throttle.reset(email)
-        if address_key is not None:
-            throttle.forgive(address_key)
+        self._succeeded(email, address_key)
         if hasher.needs_rehash(user.password_hash):
             user = storage.users.update(user.id, password_hash=hasher.hash(password))
         body = self._start_session(user)
         self.context.emit(events.LOGIN_SUCCEEDED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
         return body
+
+    def confirm_password(self, user: User, given: str | None, request_id: str | None = None,
+                         client_address: str | None = None) -> None:
+        """Check ``given`` as ``user``'s current password (a change of one's own password
+        or email): counted exactly like a login attempt, so it is no way around the
+        lockout. ``Invalid`` (400 ``current_password``) when missing or wrong, ``Locked``
+        (429) while the email or the client address is locked."""
+        address_key = self._count_attempt(user.email, client_address, request_id)
+        if given is None:
+            self._failed(user, "current_password missing", request_id)
+            raise Invalid.one("current_password", "Required to change your own password or email.")
+        if not self.context.password_hasher.verify(given, user.password_hash):
+            self._failed(user, "current_password wrong", request_id)
+            raise Invalid.one("current_password", "Does not match your current password.")
+        self._succeeded(user.email, address_key)
+
+    def _count_attempt(self, email: str, client_address: str | None, request_id: str | None) -> str | None:
+        """Count one password attempt for the client address (first) and the email;
+        raise ``Locked`` while either is locked. The address's throttle key, if any."""
+        throttle, settings = self.context.storage.throttle, self.settings
+        address_key = client_key(client_address) if client_address is not None else None
+        if address_key is not None:
+            retry_after = throttle.hit(address_key, limit=settings.login_max_failures_per_ip,
+                                       window=settings.login_window)
+            if retry_after is not None:
+                self._locked(email, "client address locked", retry_after, request_id)
+        retry_after = throttle.hit(email, limit=settings.login_max_failures, window=settings.login_window)
+        if retry_after is not None:
+            self._locked(email, "locked", retry_after, request_id)
+        return address_key
+
+    def _succeeded(self, email: str, address_key: str | None) -> None:
+        """A right password: the email's count is forgotten, the address's attempt forgiven."""
+        throttle = self.context.storage.throttle
+        throttle.reset(email)
+        if address_key is not None:
+            throttle.forgive(address_key)
+
+    def _failed(self, user: User, reason: str, request_id: str | None) -> None:
+        self.context.emit(events.LOGIN_FAILED, kind="users", actor_uuid=user.uuid,
+                          details={"email": user.email, "reason": reason}, request_id=request_id)
 
     def _locked(self, email: str, reason: str, retry_after: int, request_id: str | None) -> None:
         self.context.emit(events.LOGIN_FAILED, details={"email": email, "reason": reason}, request_id=request_id)

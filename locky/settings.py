@@ -64,7 +64,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 2
-    threads: int = 64
+    threads: int = 1
     storage: str = "pony"
     tokens: str = "jwt"
     password_hasher: str = "bcrypt"

@@ -78,13 +78,20 @@ def _spec(settings, args) -> int:
     return _with_app(settings, work)
 
 
+def _live_user(storage, email: str):
+    """The live user with ``email``, or ``None`` after saying so on stderr."""
+    user = storage.users.get_by_email(email.strip().lower())
+    if user is None:
+        print(f"locky: no live user with email {email}", file=sys.stderr)
+    return user
+
+
 def _admin(grant: bool):
     def command(settings, args) -> int:
         def work(app):
             storage = app.context.storage
-            user = storage.users.get_by_email(args.email.strip().lower())
+            user = _live_user(storage, args.email)
             if user is None:
-                print(f"locky: no live user with email {args.email}", file=sys.stderr)
                 return 1
             changed = storage.grants.grant(user.uuid, "admin") if grant else storage.grants.revoke(user.uuid, "admin")
             verb = "is now an admin" if grant else "is no longer an admin"
@@ -100,9 +107,8 @@ def _unlock(settings, args) -> int:
     """Forget the failed logins of a live user's email: the lock ends at once."""
     def work(app):
         storage = app.context.storage
-        user = storage.users.get_by_email(args.email.strip().lower())
+        user = _live_user(storage, args.email)
         if user is None:
-            print(f"locky: no live user with email {args.email}", file=sys.stderr)
             return 1
         cleared = storage.throttle.reset(user.email)
         print(f"{user.email}: failed logins cleared, the account is unlocked" if cleared

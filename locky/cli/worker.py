@@ -2,8 +2,9 @@
 answer in JSON, and an app that starts even while the database is away.
 
 - :class:`LockyWorker` is gunicorn's ``gthread`` worker: connections wait in a poller
-  until they have something to say, so slow and idle clients (slowloris, keep-alive)
-  hold no thread; complete requests run on a pool of threads. The errors gunicorn
+  until their request head is complete, so slow and idle clients (slowloris, keep-alive)
+  hold no thread; complete requests run on a small pool of threads (each thread holds
+  its own database connections, so their number bounds those too). The errors gunicorn
   answers itself (a bad request line or header, 414, 431, a broken chunked body) are
   the contract's JSON bodies with the usual headers instead of gunicorn's HTML.
 - :class:`StartingApp` is the WSGI app a worker serves until ``create_app`` succeeds:
@@ -15,6 +16,8 @@ answer in JSON, and an app that starts even while the database is away.
 from __future__ import annotations
 
 import logging
+import re
+import socket
 import threading
 import time
 import uuid
@@ -22,7 +25,7 @@ from typing import Callable
 
 import orjson
 from gunicorn import util
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn.workers.gthread import _DEFER, ThreadWorker
 
 from locky.middleware import JSON_UTF8, REQUEST_ID, SECURITY_HEADERS
 
@@ -72,8 +75,8 @@ def _write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
 
 
 class LockyWorker(ThreadWorker):
-    """gunicorn's threaded worker with JSON error answers and a deadline for reading
-    each request (see the module docstring)."""
+    """gunicorn's threaded worker with JSON error answers, in which a slow or idle client
+    holds no thread (see the module docstring and :meth:`handle`)."""
 
     def init_process(self):
         # This process serves only Locky: every error gunicorn writes itself is JSON.
@@ -81,28 +84,80 @@ class LockyWorker(ThreadWorker):
         super().init_process()
 
     def handle(self, conn):
-        # A thread reads a request only once its first bytes are there (gunicorn's own
-        # wait), and then for at most READ_DEADLINE seconds: a client trickling its
-        # headers (slowloris) loses its connection instead of holding the thread.
+        """Read a new connection's request without waiting: the bytes there are taken
+        (and given to gunicorn's parser later), and until the head and its
+        Content-Length body are complete the connection goes back to the poller, holding
+        no thread. A request not complete within READ_DEADLINE seconds of its first bytes
+        ends the connection; what a thread still reads (a chunked body, a keep-alive
+        connection's next request) must come within READ_DEADLINE too."""
         if not isinstance(conn.sock, DeadlineSocket):
             conn.sock = DeadlineSocket(conn.sock)
+        if not conn.initialized:
+            state = conn.sock.gather_head()
+            if state == WAITING:
+                conn.data_ready = False
+                return _DEFER
+            if state == EXPIRED:
+                return False  # gunicorn closes the connection
+            conn.data_ready = True
         conn.sock.deadline = time.monotonic() + READ_DEADLINE
         return super().handle(conn)
 
 
-#: Seconds a worker thread waits for the rest of a request once it began to arrive.
+#: Seconds a request may take to arrive: its head from its first byte, then its body.
 READ_DEADLINE = 10.0
+#: A head this long is handed to gunicorn's parser as it is (which answers 414 or 431).
+HEAD_LIMIT = 65536
+#: Bodies up to this size (announced by Content-Length) are gathered before a thread
+#: takes the request; Locky's own limit (LOCKY_MAX_BODY_BYTES) is 64 KiB by default.
+BODY_LIMIT = 1024 * 1024
+CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([0-9]{1,12})[ \t]*\r\n", re.IGNORECASE)
+WAITING, COMPLETE, EXPIRED = "waiting", "complete", "expired"
 
 
 class DeadlineSocket:
-    """A socket whose reads end (as if the client closed) once ``deadline`` passes."""
+    """A client socket with the bytes of a request head taken ahead (:meth:`gather_head`)
+    and served first, whose reads end (as if the client closed) once ``deadline`` passes."""
 
     def __init__(self, sock):
         self._sock = sock
         self.deadline = float("inf")
+        self.head = b""
+        self.head_deadline: float | None = None
 
     def __getattr__(self, name):
         return getattr(self._sock, name)
+
+    def gather_head(self) -> str:
+        """Take what the client sent so far, without waiting: ``COMPLETE`` once the head
+        and a body announced by ``Content-Length`` (up to :data:`BODY_LIMIT`) are here."""
+        now = time.monotonic()
+        while not self._complete():
+            try:
+                chunk = self._sock.recv(HEAD_LIMIT, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                return COMPLETE  # let gunicorn meet the error and close
+            if not chunk:
+                return COMPLETE  # closed: gunicorn's parser sees the end
+            if self.head_deadline is None:
+                self.head_deadline = now + READ_DEADLINE
+            self.head += chunk
+        if self._complete():
+            return COMPLETE
+        if self.head_deadline is not None and now > self.head_deadline:
+            return EXPIRED
+        return WAITING
+
+    def _complete(self) -> bool:
+        end = self.head.find(b"\r\n\r\n")
+        if end < 0:
+            return len(self.head) >= HEAD_LIMIT  # gunicorn answers 414 or 431
+        match = CONTENT_LENGTH.search(self.head, 0, end + 2)
+        length = int(match.group(1)) if match else 0
+        # A body over the limit is the app's to refuse (413) without reading it.
+        return length > BODY_LIMIT or len(self.head) >= end + 4 + length
 
     def _wait(self) -> bool:
         remaining = self.deadline - time.monotonic()
@@ -112,6 +167,9 @@ class DeadlineSocket:
         return True
 
     def recv(self, size, *flags):
+        if self.head:
+            taken, self.head = self.head[:size], self.head[size:]
+            return taken
         if not self._wait():
             return b""
         try:
@@ -120,12 +178,9 @@ class DeadlineSocket:
             return b""
 
     def recv_into(self, buffer, *args):
-        if not self._wait():
-            return 0
-        try:
-            return self._sock.recv_into(buffer, *args)
-        except TimeoutError:
-            return 0
+        data = self.recv(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
 
 
 class StartingApp:

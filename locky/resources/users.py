@@ -7,7 +7,6 @@ import falcon
 from locky import events
 from locky.accounts import Accounts
 from locky.client_address import ClientAddresses
-from locky.errors import Invalid, Locked
 from locky.media import load, read_json
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -88,9 +87,10 @@ class UserWrites:
     admin) ends all of them.
     """
 
-    def __init__(self, context):
-        self.context = context
+    def __init__(self, context, accounts: Accounts):
+        self.context, self.accounts = context, accounts
         self.store = context.storage.users
+        self.client_addresses = ClientAddresses(context.settings.trusted_proxies)
 
     def _target(self, req, id: int, action: str):
         user = live(self.store, id)
@@ -107,7 +107,8 @@ class UserWrites:
         own = user.uuid == identity.user.uuid
         new_email = changes.get("email") not in (None, user.email)
         if own and (password is not None or new_email):
-            self._check_current_password(user, current_password, req.context.request_id)
+            self.accounts.confirm_password(user, current_password, req.context.request_id,
+                                           client_address=self.client_addresses.of(req))
         if password is not None:
             changes["password_hash"] = self.context.password_hasher.hash(password)
         record = self.store.update(id, **changes)
@@ -116,28 +117,6 @@ class UserWrites:
             self._end_logins(user, keep=identity.session_uuid if own else None, actor_uuid=identity.user.uuid,
                              request_id=req.context.request_id)
         updated(self.context, req, resp, "users", USER, record)
-
-    def _check_current_password(self, user, given: str | None, request_id: str | None) -> None:
-        """Raise unless ``given`` is the user's password: ``Invalid`` (400) when it is
-        missing or wrong, ``Locked`` (429) once the login throttle of the user's email
-        is spent. Each check counts as a login attempt for that email, a match resets
-        the count, as a login does."""
-        storage, settings = self.context.storage, self.context.settings
-        retry_after = storage.throttle.hit(user.email, limit=settings.login_max_failures, window=settings.login_window)
-        if retry_after is not None:
-            self._failed(user, "locked", request_id)
-            raise Locked(retry_after)
-        if given is None:
-            self._failed(user, "current_password missing", request_id)
-            raise Invalid.one("current_password", "Required to change your own password or email.")
-        if not self.context.password_hasher.verify(given, user.password_hash):
-            self._failed(user, "current_password wrong", request_id)
-            raise Invalid.one("current_password", "Does not match your current password.")
-        storage.throttle.reset(user.email)
-
-    def _failed(self, user, reason: str, request_id: str | None) -> None:
-        self.context.emit(events.LOGIN_FAILED, kind="users", actor_uuid=user.uuid,
-                          details={"email": user.email, "reason": reason}, request_id=request_id)
 
     def _end_logins(self, user, *, keep: str | None, actor_uuid: str, request_id: str | None) -> None:
         revoked = self.context.storage.sessions.revoke_all(user.uuid, keep=keep)
@@ -184,7 +163,7 @@ def routes(context) -> list[Route]:
         Route("/v1/internal/users/me", Me(context), (
             Operation("get", "The calling user", tag, response="User", errors=(401, 403, 503)),
         )),
-        Route("/v1/private/users/{id:id}", UserWrites(context), (
+        Route("/v1/private/users/{id:id}", UserWrites(context, accounts), (
             Operation("put", "Update a user (themself, or any as admin)", tag, body="UserUpdateRequest",
                       response="User", errors=(400, 401, 403, 404, 413, 415, 429, 503),
                       description="Only the fields present change. Changing your own password or email needs"

@@ -3,7 +3,7 @@
 Run with the Python of a virtualenv that holds the 1.0.0 release (never this checkout):
 
     python3 -m venv /work/venv-100
-    /work/venv-100/bin/pip install '/path/to/locky-1.0.0[postgres,mysql]'
+    /work/venv-100/bin/pip install '/path/to/locky-1.0.0[postgres,mysql]' pytest
     /work/venv-100/bin/python tests/upgrade/make_fixtures.py
 
 For each engine (a SQLite file; scratch databases on the PostgreSQL and MariaDB servers of
@@ -35,6 +35,7 @@ from falcon import testing
 import locky
 from locky import create_app
 from locky.settings import Settings
+from locky.testing.databases import connect, run_sql  # the release's own helpers
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "fixtures" / "1.0.0"
@@ -219,37 +220,6 @@ def stored_session(database_url: str, refresh_token: str, *, revoked: bool) -> d
 
 
 # -- databases ---------------------------------------------------------------------------
-
-
-def run_sql(url: str, sql: str, *params) -> list[tuple]:
-    if url.startswith("sqlite:"):
-        connection = sqlite3.connect(url.removeprefix("sqlite:///"))
-        try:
-            return connection.execute(sql.replace("%s", "?"), params).fetchall()
-        finally:
-            connection.close()
-    connection = connect(url)
-    try:
-        cursor = connection.cursor()
-        cursor.execute(sql, params)
-        return list(cursor.fetchall())
-    finally:
-        connection.close()
-
-
-def connect(url: str):
-    parts = urlsplit(url)
-    common = {"host": parts.hostname, "user": unquote(parts.username or ""), "password": unquote(parts.password or "")}
-    database = unquote(parts.path.strip("/"))
-    if url.startswith("postgres"):
-        import psycopg2
-
-        connection = psycopg2.connect(port=parts.port or 5432, dbname=database, **common)
-        connection.autocommit = True
-        return connection
-    import pymysql
-
-    return pymysql.connect(port=parts.port or 3306, database=database, charset="utf8mb4", autocommit=True, **common)
 
 
 def scratch(url: str, name: str, create: bool) -> str:
