@@ -35,5 +35,9 @@ def prepare_storage(storage: Storage, settings: Settings) -> None:
             f" (steps {steps} pending); run `locky migrate` (see `locky migrate --dry-run`),"
             " or set LOCKY_AUTO_MIGRATE=true"
         )
-    for step in storage.migrate():
+    applied = storage.migrate()
+    if state.current == 0:  # a new database: nothing was upgraded
+        log.info("created the database schema (version %s)", state.latest)
+        return
+    for step in applied:
         log.warning("database schema step %s applied: %s", step.version, step.description)

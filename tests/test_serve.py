@@ -115,7 +115,12 @@ def test_register_login_and_me_over_real_http(server):
 
 
 def test_both_workers_booted(server):
-    pids = set(re.findall(r"Booting worker with pid: (\d+)", server.log()))
+    # The server answers as soon as one worker is up; the other follows.
+    deadline = time.monotonic() + 15
+    while len(pids := set(re.findall(r"Booting worker with pid: (\d+)", server.log()))) < 2:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert len(pids) >= 2, server.log()
 
 
