@@ -1,4 +1,5 @@
-"""Accounts: registration, login with lockout, refresh-token rotation and logout."""
+"""Accounts: registration, login with lockout (and its second step), refresh-token
+rotation and logout."""
 
 from __future__ import annotations
 
@@ -6,12 +7,22 @@ import secrets
 import uuid
 from typing import Any
 
-from locky import events
+from datetime import timedelta
+
+from locky import events, letters, password_rules
 from locky.client_address import client_key
-from locky.errors import Invalid, Locked, Unauthorized
+from locky.codes import hash_code, hash_recovery_code, new_code
+from locky.errors import Forbidden, Invalid, Locked, Unauthorized
+from locky.mail_sender import utcnow
 from locky.records import Identity, User
+from locky.totp import TotpCodes
 
 BAD_LOGIN = "Invalid email or password."
+BAD_MFA_TOKEN = "The MFA token is invalid, used or expired: log in again."
+BAD_CODE = "Invalid code."
+#: Seconds an ``mfa_token`` (between a login's password and its second factor) lives.
+MFA_TOKEN_TTL = 300
+MFA_METHODS = ["totp", "recovery_code"]
 
 
 class Accounts:
@@ -24,9 +35,13 @@ class Accounts:
         self._dummy_hash = context.password_hasher.hash(secrets.token_urlsafe(16))
 
     def register(self, *, name: str, email: str, password: str, request_id: str | None = None) -> User:
-        user = self.context.storage.users.create(
-            name=name, email=email, password_hash=self.context.password_hasher.hash(password)
-        )
+        password_rules.check(password, email=email, name=name)
+        storage = self.context.storage
+        password_hash = self.context.password_hasher.hash(password)
+        with storage.atomic():  # the account and the letter proving its address, together
+            user = storage.users.create(name=name, email=email, password_hash=password_hash)
+            storage.outbox.put(purpose=letters.VERIFY, email=user.email, user_uuid=user.uuid)
+        self.context.mail_sender.wake()
         self.context.emit(events.USER_REGISTERED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
         self.context.emit(events.RECORD_CREATED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
         return user
@@ -52,12 +67,90 @@ class Accounts:
         if user is None or not matches:
             self.context.emit(events.LOGIN_FAILED, details={"email": email}, request_id=request_id)
             raise Unauthorized(BAD_LOGIN)
-        self._succeeded(email, address_key)
+        if user.mfa_enabled:
+            # Half a login: this attempt is taken back, but the email's earlier failures
+            # (wrong codes) stay until the second factor is right too; forgetting them
+            # here would let whoever knows the password guess codes for ever.
+            storage.throttle.forgive(email)
+            if address_key is not None:
+                storage.throttle.forgive(address_key)
+        else:
+            self._succeeded(email, address_key)
         if hasher.needs_rehash(user.password_hash):
             user = storage.users.update(user.id, password_hash=hasher.hash(password))
+        self._may_log_in(user, request_id)
+        if user.mfa_enabled:
+            return self._mfa_challenge(user)
+        return self._logged_in(user, request_id)
+
+    def _may_log_in(self, user: User, request_id: str | None) -> None:
+        """Refusals that come after a right password (so they tell nothing to a guesser)."""
+        if user.disabled:
+            self._failed(user, "account disabled", request_id)
+            raise Forbidden("An administrator has disabled this account.", title="Account disabled")
+        if self.settings.require_verified_email and not user.email_verified:
+            self._failed(user, "email not verified", request_id)
+            raise Forbidden("Confirm your email address first: use the code sent to it, or ask for a new"
+                            " one at /v1/public/users/verify/resend.", title="Email not verified")
+
+    def _logged_in(self, user: User, request_id: str | None) -> dict[str, Any]:
         body = self._start_session(user)
         self.context.emit(events.LOGIN_SUCCEEDED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
         return body
+
+    def _mfa_challenge(self, user: User) -> dict[str, Any]:
+        """The first step's answer for a user with a second factor: no tokens, an
+        ``mfa_token`` (single-use, :data:`MFA_TOKEN_TTL` seconds) for the second step."""
+        token = new_code()
+        self.context.storage.codes.add(code_hash=hash_code(token), purpose="mfa", user_uuid=user.uuid,
+                                       email=user.email, expires_at=utcnow() + timedelta(seconds=MFA_TOKEN_TTL))
+        return {"mfa_required": True, "mfa_token": token, "methods": list(MFA_METHODS)}
+
+    def login_mfa(self, mfa_token: str, code: str, request_id: str | None = None,
+                  client_address: str | None = None) -> dict[str, Any]:
+        """The second step: a TOTP or recovery code for the login ``mfa_token`` started.
+
+        Each attempt counts toward the email's and the client address's lockout like a
+        password (a wrong code is a failed login); the token is spent only by a right
+        code, so a typo can be corrected while it lives.
+        """
+        storage = self.context.storage
+        token_hash = hash_code(mfa_token)
+        pending = storage.codes.find(token_hash, "mfa", now=utcnow())
+        user = storage.users.get_by_uuid(pending.user_uuid) if pending else None
+        if user is None or user.email != pending.email:
+            raise Unauthorized(BAD_MFA_TOKEN)
+        address_key = self._count_attempt(user.email, client_address, request_id)
+        if not self.second_factor(user, code):
+            self._failed(user, "wrong second-factor code", request_id)
+            raise Unauthorized(BAD_CODE)
+        if storage.codes.use(token_hash, "mfa", now=utcnow()) is None:  # spent by a concurrent request
+            raise Unauthorized(BAD_MFA_TOKEN)
+        self._succeeded(user.email, address_key)
+        user = storage.users.get_by_uuid(user.uuid)
+        if user is None:
+            raise Unauthorized(BAD_MFA_TOKEN)
+        self._may_log_in(user, request_id)
+        return self._logged_in(user, request_id)
+
+    def second_factor(self, user: User, code: str) -> bool:
+        """Whether ``code`` is a TOTP code not used before or an unused recovery code of
+        the user's confirmed TOTP; accepting it spends it."""
+        storage = self.context.storage
+        state = storage.totp.get(user.uuid)
+        if state is None or not state.confirmed:
+            return False
+        step = self.totp_codes.step_of(self.totp_codes.open(state.secret, user.uuid), code)
+        if step is not None:
+            return storage.totp.use_step(user.uuid, step)
+        return storage.totp.use_recovery(user.uuid, hash_recovery_code(code))
+
+    @property
+    def totp_codes(self) -> TotpCodes:
+        codes = self.context.state.get("totp_codes")
+        if codes is None:
+            codes = self.context.state["totp_codes"] = TotpCodes(self.settings.jwt_secret)
+        return codes
 
     def confirm_password(self, user: User, given: str | None, request_id: str | None = None,
                          client_address: str | None = None) -> None:
@@ -131,7 +224,7 @@ class Accounts:
                               request_id=request_id)
             raise Unauthorized("The refresh token has been used or revoked.")
         found = sessions.identity(claims.session_uuid)
-        if found is None or found[1].uuid != claims.subject:
+        if found is None or found[1].uuid != claims.subject or found[1].disabled:
             raise Unauthorized("The refresh token has been revoked.")
         return self._token_body(found[1], claims.session_uuid, new.token)
 

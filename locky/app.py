@@ -90,6 +90,7 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) ->
     app.context, app.routes, app.swagger = context, routes, document
     try:
         pm.hook.locky_startup(context=context)
+        context.mail_sender.start()  # letters left by an earlier run go out now
     except BaseException:
         context.close()  # a plugin that cannot start stops startup without leaking storage
         raise

@@ -12,8 +12,9 @@ from typing import Any
 import pluggy
 
 from locky.errors import Forbidden
+from locky.mail_sender import MailSender
 from locky.events import Event
-from locky.providers import Authorizer, PasswordHasher, Storage, TokenBackend
+from locky.providers import Authorizer, Mailer, PasswordHasher, Storage, TokenBackend
 from locky.records import Identity
 from locky.registry import Registry
 from locky.settings import Settings
@@ -26,6 +27,7 @@ SLOTS = (
     ("password_hasher", "locky_register_password_hashers"),
     ("tokens", "locky_register_tokens"),
     ("authorizer", "locky_register_authorizers"),
+    ("mailer", "locky_register_mailers"),
 )
 
 
@@ -36,6 +38,7 @@ class Context:
     password_hasher: PasswordHasher
     tokens: TokenBackend
     authorizer: Authorizer
+    mailer: Mailer
 
     def __init__(self, settings: Settings, pm: pluggy.PluginManager):
         self.settings = settings
@@ -43,6 +46,8 @@ class Context:
         self.hook = pm.hook
         self.registries: dict[str, Registry] = {}
         self.state: dict[str, Any] = {}  # room for plugins' own per-app state
+        # Sends the outbox's letters from a thread of each process (started by create_app).
+        self.mail_sender = MailSender(self)
         self._closed = False
 
     def build_providers(self) -> None:
@@ -102,6 +107,7 @@ class Context:
         if self._closed:
             return
         self._closed = True
+        self.mail_sender.stop()
         try:
             self.hook.locky_shutdown(context=self)
         finally:

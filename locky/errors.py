@@ -78,11 +78,16 @@ class Unauthorized(LockyError):
 
 
 class Forbidden(LockyError):
-    """The policy denies the operation: 403."""
+    """The policy denies the operation: 403. ``title`` replaces Falcon's "403 Forbidden"
+    where the contract names the refusal (``Account disabled``, ``Email not verified``)."""
 
-    def __init__(self, description: str = "The policy does not allow this operation."):
+    def __init__(self, description: str = "The policy does not allow this operation.", title: str | None = None):
         super().__init__(description)
         self.description = description
+        self.title = title
+
+    def __reduce__(self):
+        return (Forbidden, (self.description, self.title))
 
 
 class Locked(LockyError):
@@ -91,6 +96,22 @@ class Locked(LockyError):
     def __init__(self, retry_after: int):
         super().__init__(retry_after)
         self.retry_after = max(1, int(retry_after))
+
+
+class StateConflict(LockyError):
+    """The request cannot apply to the record as it stands (TOTP already on, or off): 409."""
+
+    def __init__(self, description: str):
+        super().__init__(description)
+        self.description = description
+
+
+class NotSupported(LockyError):
+    """The configured provider cannot answer this kind of request: 501."""
+
+    def __init__(self, description: str):
+        super().__init__(description)
+        self.description = description
 
 
 class Unavailable(LockyError):
@@ -117,11 +138,17 @@ def to_http(error: LockyError) -> falcon.HTTPError:
     if isinstance(error, Unauthorized):
         return falcon.HTTPUnauthorized(description=error.description, challenges=["Bearer"])
     if isinstance(error, Forbidden):
+        if error.title:
+            return falcon.HTTPForbidden(title=error.title, description=error.description)
         return falcon.HTTPForbidden(description=error.description)
     if isinstance(error, Locked):
         return falcon.HTTPTooManyRequests(
             description="Too many failed logins; try again later.", retry_after=error.retry_after
         )
+    if isinstance(error, StateConflict):
+        return falcon.HTTPConflict(description=error.description)
+    if isinstance(error, NotSupported):
+        return falcon.HTTPNotImplemented(description=error.description)
     if isinstance(error, Unavailable):
         return falcon.HTTPServiceUnavailable(description="Storage is not answering.")
     return falcon.HTTPInternalServerError()

@@ -13,6 +13,11 @@ TOKEN_REVOKED = "token.revoked"
 RECORD_CREATED = "record.created"
 RECORD_UPDATED = "record.updated"
 RECORD_DELETED = "record.deleted"
+EMAIL_VERIFIED = "user.email_verified"
+PASSWORD_RESET = "user.password_reset"
+MFA_ENABLED = "user.mfa_enabled"
+MFA_DISABLED = "user.mfa_disabled"
+KEY_ROTATED = "key.rotated"
 
 NAMES = (
     USER_REGISTERED,
@@ -22,6 +27,11 @@ NAMES = (
     RECORD_CREATED,
     RECORD_UPDATED,
     RECORD_DELETED,
+    EMAIL_VERIFIED,
+    PASSWORD_RESET,
+    MFA_ENABLED,
+    MFA_DISABLED,
+    KEY_ROTATED,
 )
 
 

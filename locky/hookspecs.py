@@ -88,6 +88,18 @@ def locky_register_authorizers(registry: Registry) -> None:
     """
 
 
+@hookspec
+def locky_register_mailers(registry: Registry) -> None:
+    """Register mailers: ``registry.add("name", factory)``.
+
+    ``factory(context)`` returns a :class:`locky.providers.Mailer`; the one used is
+    named by ``mailer`` (``LOCKY_MAILER``, default ``file``; ``smtp`` is bundled too).
+    Locky never calls a mailer from a request: messages wait in storage's outbox and a
+    background sender hands them over, retrying while ``send`` raises. Built after the
+    authorizer. Returns nothing.
+    """
+
+
 # ---------------------------------------------------------------------------
 # HTTP surface
 # ---------------------------------------------------------------------------
@@ -189,7 +201,8 @@ def locky_shutdown(context: Context) -> None:
 def locky_event(event: Event, context: Context) -> None:
     """Something happened: ``event.name`` is one of ``user.registered``,
     ``login.succeeded``, ``login.failed``, ``token.revoked``, ``record.created``,
-    ``record.updated``, ``record.deleted``.
+    ``record.updated``, ``record.deleted``, ``user.email_verified``,
+    ``user.password_reset``, ``user.mfa_enabled``, ``user.mfa_disabled``, ``key.rotated``.
 
     Called after the change is committed, in the request's process. An exception in
     an implementation is logged and does not fail the request. Returns nothing.

@@ -102,4 +102,6 @@ class Authentication:
             raise Unauthorized("The token has been revoked.")
         if found.user.uuid != claims.subject:
             raise Unauthorized("The token is invalid.")
+        if found.user.disabled:  # its logins were ended when it was disabled; this is a second guard
+            raise Unauthorized("The account is disabled.")
         return Identity(user=found.user, session_uuid=found.session.uuid, policy_revision=found.policy_revision)

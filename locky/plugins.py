@@ -32,6 +32,7 @@ DEFAULT_PLUGINS = (
     "locky_jwt",
     "locky_bcrypt",
     "locky_casbin",
+    "locky_mail",
 )
 
 #: Hooks that let a caller in: an installed entry point implementing one is loaded only

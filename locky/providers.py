@@ -9,9 +9,24 @@ checks a storage provider against this text.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterable, Protocol, TypeVar, runtime_checkable
+from datetime import datetime
+from email.message import EmailMessage
+from typing import Any, Callable, ContextManager, Generic, Iterable, Protocol, TypeVar, runtime_checkable
 
-from locky.records import Authenticated, Group, Member, Page, Permission, Role, Session, User
+from locky.records import (
+    Authenticated,
+    Code,
+    Group,
+    Letter,
+    Member,
+    Page,
+    Permission,
+    Role,
+    Session,
+    SigningKey,
+    TotpState,
+    User,
+)
 
 RecordT = TypeVar("RecordT", covariant=True)
 
@@ -62,7 +77,15 @@ class UserStore(RecordStore[User], Protocol):
         """The live user with this (lowercased) email, or ``None``."""
 
     def update(self, id: int, **changes: Any) -> User:
-        """Change ``name``, ``email`` and/or ``password_hash``; ``NotFound`` or ``Conflict``."""
+        """Change ``name``, ``email``, ``password_hash``, ``email_verified`` and/or
+        ``disabled``; ``NotFound`` or ``Conflict``. A new ``email`` (different from the
+        stored one) sets ``email_verified`` false in the same write, unless the changes
+        set it themselves."""
+
+    def mark_verified(self, uuid: str, email: str) -> User | None:
+        """Set ``email_verified`` on the live user ``uuid`` if its email is still
+        ``email`` (a verification code proves only the address it was sent to); the
+        user, or ``None`` when it is gone or its email changed."""
 
 
 class GroupStore(RecordStore[Group], Protocol):
@@ -172,6 +195,98 @@ class SessionStore(Protocol):
         """
 
 
+class CodeStore(Protocol):
+    """Single-use codes (CONTRACT §11): storage sees only their hashes (SHA-256 hex of
+    a random value of at least 128 bits), never the codes."""
+
+    def add(self, *, code_hash: str, purpose: str, user_uuid: str, email: str, expires_at: datetime) -> Code:
+        """Keep a new code. A call also deletes a bounded batch of codes that expired a
+        day or more ago, so they do not pile up."""
+
+    def find(self, code_hash: str, purpose: str, *, now: datetime) -> Code | None:
+        """The unused code with this hash and purpose that expires after ``now``, or ``None``."""
+
+    def use(self, code_hash: str, purpose: str, *, now: datetime) -> Code | None:
+        """Mark the code used and return it, if :meth:`find` would find it; else ``None``.
+        Atomic: of concurrent uses of one code exactly one gets it."""
+
+    def count_since(self, user_uuid: str, purpose: str, since: datetime) -> int:
+        """How many codes of ``purpose`` were made for the user at ``since`` or later
+        (used or not): the per-account message limit."""
+
+
+class Outbox(Protocol):
+    """Messages to send, kept in storage until a mailer took them (CONTRACT §11):
+    queued by requests, sent by a background sender in every worker process."""
+
+    def put(self, *, purpose: str, email: str, user_uuid: str = "") -> Letter:
+        """Queue a letter, due now."""
+
+    def claim(self, *, now: datetime, lease: int, limit: int = 10) -> list[Letter]:
+        """Up to ``limit`` letters due at ``now`` (oldest first) that no sender holds,
+        each now held for ``lease`` seconds and its ``attempts`` counted one up.
+        Concurrent claims (other processes and hosts) never get the same letter while
+        its lease runs; a sender that died lets it go when the lease ends."""
+
+    def done(self, id: int) -> None:
+        """The letter was sent (or needs no sending): forget it."""
+
+    def retry(self, id: int, *, due_at: datetime) -> None:
+        """Sending failed: release the letter and make it due again at ``due_at``."""
+
+    def pending(self) -> int:
+        """How many letters wait (for health reports and tests)."""
+
+
+class TotpStore(Protocol):
+    """Users' TOTP second factor (CONTRACT §11). Secrets arrive sealed by the core."""
+
+    def get(self, user_uuid: str) -> TotpState | None:
+        """The user's TOTP state, confirmed or pending, or ``None``."""
+
+    def begin(self, user_uuid: str, secret: str) -> bool:
+        """Keep a pending (unconfirmed) ``secret`` for the user, replacing a pending
+        one; ``False`` (and nothing changed) when the user's TOTP is confirmed."""
+
+    def confirm(self, user_uuid: str, *, step: int, recovery_hashes: Iterable[str]) -> User | None:
+        """Confirm the pending secret: accepted at time ``step``, with these recovery
+        codes; set the user's ``mfa_enabled`` in the same transaction and return the
+        user. ``None`` when nothing is pending or ``step`` was accepted already."""
+
+    def use_step(self, user_uuid: str, step: int) -> bool:
+        """Accept a TOTP code of time ``step``: ``True`` once per step and never for a
+        step at or before the last one accepted (a code works once), atomically."""
+
+    def use_recovery(self, user_uuid: str, code_hash: str) -> bool:
+        """Spend a recovery code of a confirmed TOTP: ``True`` once, atomically."""
+
+    def remove(self, user_uuid: str) -> User | None:
+        """Delete the user's TOTP (pending or confirmed), clear ``mfa_enabled`` in the
+        same transaction and return the user; ``None`` when there was none."""
+
+
+class KeyStore(Protocol):
+    """Token-signing keys shared by every worker and host (CONTRACT §9). Exactly one key
+    is active (signs) at a time, whatever processes rotate at once."""
+
+    def active(self) -> SigningKey | None:
+        """The active key, or ``None`` before the first."""
+
+    def all(self) -> list[SigningKey]:
+        """Every stored key, active and retired, oldest first."""
+
+    def rotate(self, new: SigningKey, *, replacing: str | None) -> SigningKey:
+        """Make ``new`` the active key and retire the active one, atomically, if the
+        active key's kid is still ``replacing`` (``None``: there is no active key yet);
+        otherwise change nothing and return the active key another process made. So
+        hosts rotating together (at startup, or when the key is old) agree on one key:
+        the one returned."""
+
+    def prune(self, retired_before: datetime) -> int:
+        """Delete keys retired before ``retired_before`` (no token they signed can still
+        be valid); how many."""
+
+
 class LoginThrottle(Protocol):
     """Failed-login counting with exponential backoff, shared by every worker process.
 
@@ -224,6 +339,10 @@ class GrantStore(Protocol):
     def roles_of(self, user_uuid: str) -> frozenset[str]:
         """The roles granted to the user."""
 
+    def holders(self, role: str) -> list[str]:
+        """The uuids of the users granted ``role`` (who may do what it allows,
+        ``/v1/internal/authz/subjects``), in no particular order."""
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -263,6 +382,21 @@ class Storage(Protocol):
     sessions: SessionStore
     throttle: LoginThrottle
     grants: GrantStore
+    codes: CodeStore
+    outbox: Outbox
+    totp: TotpStore
+    keys: KeyStore
+
+    def atomic(self) -> ContextManager[None]:
+        """A block whose store calls make one transaction: all of them are kept, or none.
+
+        Locky uses it where a change and what must follow it belong together (a user
+        and the verification letter to their address; an account turned off and the
+        end of its logins). Store calls inside it run no retries of their own; an
+        exception leaving the block undoes every write in it and propagates, with
+        database failures mapped as in every store call (``Conflict``,
+        ``Unavailable``). Nested blocks join the outer one.
+        """
 
     def revision(self) -> int:
         """A number that grows whenever roles or grants change (for caches of policy)."""
@@ -343,6 +477,19 @@ class TokenBackend(Protocol):
         raise :class:`~locky.errors.Unauthorized` on any failure."""
 
 
+class Mailer(Protocol):
+    """Hands finished messages to whatever delivers mail (a folder, an SMTP server)."""
+
+    def send(self, message: EmailMessage) -> None:
+        """Deliver ``message`` (its ``To``, ``From`` and ``Subject`` are set) or raise.
+
+        Any exception means "not delivered, try again later": the background sender
+        keeps the message and retries with a growing delay. Must not log the body
+        (it holds single-use codes). Called from the sender's thread, one message at a
+        time per process.
+        """
+
+
 class Authorizer(Protocol):
     def is_allowed(
         self,
@@ -369,3 +516,31 @@ class Authorizer(Protocol):
 
     def builtin_roles(self) -> list[BuiltinRole]:
         """The roles the policy files define."""
+
+
+class ExplainingAuthorizer(Authorizer, Protocol):
+    """An authorizer that can also say why and for whom (CONTRACT §10). Optional: with
+    an authorizer lacking these, ``explain=true``, ``/authz/permissions`` and
+    ``/authz/subjects`` answer 501; the plain and batch checks work with any authorizer.
+    The bundled ``casbin`` authorizer has them all."""
+
+    def explain(self, user: User, resource: str, action: str, *, group_uuid: str | None = None,
+                own: bool = False, policy_revision: int | None = None) -> Any:
+        """An object with ``roles`` (``[{"role", "scope": "global"|"group", "group_uuid"}]``:
+        every role the user held for this decision, ``user`` included) and ``matched``
+        (``[{"role", "scope": "global"|"group"|"self", "group_uuid", "rule"}]``: each
+        policy line or stored permission that on its own allows the request)."""
+
+    def permissions(self, user: User, group_uuids: Iterable[str | None],
+                    policy_revision: int | None = None) -> list[dict]:
+        """``[{"resource", "action", "scope", "group_uuid", "via"}]`` for the global
+        context (``None``) and each group given: every permission of every role held
+        there, wildcards as written, plus actions that inherit a listed one."""
+
+    def may_everyone(self, resource: str, action: str, policy_revision: int | None = None) -> bool:
+        """Whether every authenticated user may do it (globally)."""
+
+    def explicit_holders(self, resource: str, action: str, group_uuid: str | None,
+                         policy_revision: int | None = None) -> set[str]:
+        """Uuids of the users who may do it through more than what every user holds
+        (a superset is fine: Locky checks each with :meth:`is_allowed`)."""

@@ -30,6 +30,11 @@ class User:
     deleted_at: datetime | None
     name: str
     email: str
+    # Account lifecycle (CONTRACT §11): proved the address, turned off by an admin,
+    # logs in with a second factor.
+    email_verified: bool = False
+    disabled: bool = False
+    mfa_enabled: bool = False
     # Never dumped: no response schema declares it.
     password_hash: str = field(default="", repr=False)
 
@@ -89,6 +94,66 @@ class Authenticated:
     session: Session
     user: User
     policy_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class Code:
+    """A single-use code (CONTRACT §11) as storage keeps it: only its hash.
+
+    ``purpose`` is ``verify`` (proves ``email``), ``reset`` (sets a new password) or
+    ``mfa`` (the second step of a login); ``email`` is the address it was made for.
+    """
+
+    code_hash: str
+    purpose: str
+    user_uuid: str
+    email: str
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Letter:
+    """A message waiting in the outbox: what to send (``purpose``: ``verify`` or
+    ``reset``), to whom (``email``; ``user_uuid`` empty when the address was given by
+    a caller and is still to be looked up), and how often sending was tried."""
+
+    id: int
+    purpose: str
+    email: str
+    user_uuid: str
+    created_at: datetime
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class TotpState:
+    """A user's TOTP second factor: ``secret`` sealed by the core (never plain),
+    ``confirmed`` once a first code proved the authenticator has it, ``last_step`` the
+    last time step whose code was accepted (a code is accepted once), and the hashes of
+    the recovery codes not used yet."""
+
+    user_uuid: str
+    secret: str
+    confirmed: bool
+    last_step: int
+    recovery_hashes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKey:
+    """A token-signing key pair (CONTRACT §9): ``public_jwk`` is the public half as a
+    JSON text (RFC 7517, with ``kid``, ``kty``, ``alg``, ``use``), ``private_key`` the
+    private half as PEM sealed by the core (never plain in storage). ``retired_at`` is
+    ``None`` while the key signs; once retired it only verifies what it signed before."""
+
+    kid: str
+    alg: str
+    public_jwk: str
+    private_key: str
+    created_at: datetime
+    retired_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

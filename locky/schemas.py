@@ -6,11 +6,11 @@ read-only ones; response schemas never carry a password or hash.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import timezone
 
-from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate, validates
+from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate
 
-READ_ONLY = ("id", "uuid", "created_at", "updated_at", "deleted_at", "builtin")
+READ_ONLY = ("id", "uuid", "created_at", "updated_at", "deleted_at", "builtin", "email_verified", "mfa_enabled")
 # The patterns are also written into the Swagger document, where ``$`` is the true end
 # of the value; in Python ``$`` also matches before a final newline, so every check
 # here uses ``fullmatch``, never ``match`` (``"<uuid>\n"`` must not pass).
@@ -84,7 +84,9 @@ DESCRIPTION_TEXT = "Free text, at most 1024 characters, no control characters."
 #: Swagger 2.0 counts characters; bcrypt and the server count bytes.
 PASSWORD_TEXT = ("8-72 bytes of UTF-8, checked as bytes: every character outside ASCII takes 2-4"
                  " of them, so 72 characters is the most only for ASCII. Longer is rejected (400),"
-                 " never truncated. No NUL characters.")
+                 " never truncated. No NUL characters. Not one of the 100,000+ common passwords"
+                 " Locky ships, and not containing the account's name or the part of its email"
+                 " before the @ (when those have 4+ characters), in any case.")
 PASSWORD_RULES = {"format": "password", "minLength": 8, "maxLength": 72, "pattern": NO_NUL_PATTERN}
 #: No ``format: email``: validators read it differently (RFC 5321's 64-character local part,
 #: quoted local parts...); the pattern is the rule the server checks, and the whole of it.
@@ -149,6 +151,15 @@ class RequestSchema(Schema):
         return data
 
 
+class StrictBoolean(fields.Boolean):
+    """JSON ``true`` or ``false`` only: no ``"yes"``, ``1`` or ``"true"``."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, bool):
+            raise ValidationError("Not a valid boolean: use true or false.")
+        return value
+
+
 class Email(fields.String):
     """An email address, trimmed and lowercased before it is checked; ASCII only, checked
     before lowercasing, which maps look-alikes such as the Kelvin sign onto ASCII."""
@@ -173,11 +184,42 @@ class UserUpdateSchema(UserRequestSchema):
     email = Email(validate=email_address, **d("Email address, unique among live users.", **EMAIL_RULES, example="ada.king@example.com"))
     password = fields.String(validate=utf8_bytes(8, 72), **d("New password. " + PASSWORD_TEXT, **PASSWORD_RULES, example="a new long passphrase"))
     current_password = fields.String(load_only=True, validate=validate.Length(1, 1024), **d("The caller's current password: required to change your own password or email.", format="password", pattern=NO_NUL_PATTERN))
+    disabled = StrictBoolean(**d("Admins only: true turns the account off (every login ends; login answers 403 Account disabled), false turns it on again. Nobody disables their own account."))
 
 
 class LoginRequestSchema(RequestSchema):
     email = Email(required=True, validate=validate.Length(1, 254), **d("The account's email address.", **EMAIL_RULES, example=EXAMPLE_EMAIL))
     password = fields.String(required=True, validate=validate.Length(1, 1024), **d("The account's password.", format="password", pattern=NO_NUL_PATTERN, example=EXAMPLE_PASSWORD))
+
+
+class CodeField(fields.String):
+    """A code or token handed out by Locky: 1-512 printable ASCII characters."""
+
+    def __init__(self, description: str, **kwargs):
+        super().__init__(required=True, validate=[validate.Length(1, 512), Pattern(r"^[\x21-\x7e]+$", error="Not a valid code.")],
+                         **d(description, pattern=r"^[\x21-\x7e]+$", maxLength=512), **kwargs)
+
+
+class VerifyRequestSchema(RequestSchema):
+    token = CodeField("The code from the verification message (its `Token:` line).")
+
+
+class EmailRequestSchema(RequestSchema):
+    email = Email(required=True, validate=email_address, **d("The account's email address.", **EMAIL_RULES, example=EXAMPLE_EMAIL))
+
+
+class ResetRequestSchema(RequestSchema):
+    token = CodeField("The code from the password-reset message (its `Token:` line).")
+    password = fields.String(required=True, validate=utf8_bytes(8, 72), **d("The new password. " + PASSWORD_TEXT, **PASSWORD_RULES, example=EXAMPLE_PASSWORD))
+
+
+class MfaLoginRequestSchema(RequestSchema):
+    mfa_token = CodeField("The mfa_token of the login's first step (5 minutes, single use).")
+    code = fields.String(required=True, validate=validate.Length(1, 64), **d("A 6-digit code of the authenticator app, or an unused recovery code.", pattern=NO_NUL_PATTERN, example="123456"))
+
+
+class TotpCodeRequestSchema(RequestSchema):
+    code = fields.String(required=True, validate=validate.Length(1, 64), **d("A 6-digit code of the authenticator app (turning TOTP off: or a recovery code).", pattern=NO_NUL_PATTERN, example="123456"))
 
 
 class RefreshRequestSchema(RequestSchema):
@@ -236,6 +278,9 @@ class RecordSchema(Schema):
 class UserSchema(RecordSchema):
     name = fields.String(**d("Display name."))
     email = fields.String(**d("Email address, lowercased."))
+    email_verified = fields.Boolean(**d("The account proved it receives mail at `email` (a verification code). False again after every email change."))
+    disabled = fields.Boolean(**d("An admin turned the account off: it cannot log in and its tokens are refused."))
+    mfa_enabled = fields.Boolean(**d("Login asks for a second factor (TOTP or a recovery code)."))
 
 
 class GroupSchema(RecordSchema):
@@ -270,6 +315,70 @@ class TokenSchema(Schema):
     expires_in = fields.Integer(**d("Seconds until the access token expires."))
     refresh_token = fields.String(**d("Single-use token for /public/users/refresh."))
     user = fields.Nested(UserSchema, **d("The logged-in user."))
+
+
+class TokenRequestSchema(RequestSchema):
+    token = fields.String(required=True, validate=validate.Length(1, 8192), **d("An access or refresh token.", pattern=NO_NUL_PATTERN))
+    token_type_hint = fields.String(validate=validate.Length(1, 64), **d("Optional (RFC 7662, RFC 7009): access_token or refresh_token. Locky reads the type from the token itself.", pattern=NO_NUL_PATTERN))
+
+
+class JwkSchema(Schema):
+    kid = fields.String(**d("Key id: its RFC 7638 thumbprint; tokens name it in their header."))
+    kty = fields.String(**d("EC, OKP or RSA."))
+    alg = fields.String(**d("ES256, EdDSA or RS256."))
+    use = fields.String(**d("Always sig."))
+    crv = fields.String(**d("EC and OKP keys: the curve (P-256, Ed25519)."))
+    x = fields.String(**d("EC and OKP keys: the public point."))
+    y = fields.String(**d("EC keys: the public point."))
+    n = fields.String(**d("RSA keys: the modulus."))
+    e = fields.String(**d("RSA keys: the exponent."))
+
+
+class KeyInfoSchema(Schema):
+    kid = fields.String(**d("Key id."))
+    alg = fields.String(**d("The algorithm it signs with."))
+    created_at = Timestamp(**d("When it was made (and began signing)."))
+    retired_at = Timestamp(allow_none=True, **d("When a newer key took over; null while it signs."))
+
+
+class KeyListSchema(Schema):
+    keys = fields.List(fields.Nested(KeyInfoSchema), **d("Every stored key, oldest first."))
+
+
+class IntrospectionSchema(Schema):
+    active = fields.Boolean(**d("Whether the token is valid now; when false no other field is given."))
+    sub = fields.String(**d("The user's uuid."))
+    username = fields.String(**d("The user's email."))
+    token_type = fields.String(**d("access or refresh."))
+    exp = fields.Integer(**d("Expiry, seconds since the epoch."))
+    iat = fields.Integer(**d("Issued at, seconds since the epoch."))
+    nbf = fields.Integer(**d("Not before, seconds since the epoch."))
+    jti = fields.String(**d("The token's id."))
+    iss = fields.String(**d("The issuer."))
+    aud = fields.String(**d("The audience."))
+
+
+class EmptySchema(Schema):
+    """An empty JSON object."""
+
+
+class AcceptedSchema(Schema):
+    status = fields.String(**d("Always accepted: the answer is the same whether or not the address has an account.", example="accepted"))
+
+
+class MfaChallengeSchema(Schema):
+    mfa_required = fields.Boolean(**d("Always true: the account has a second factor; no token is issued yet."))
+    mfa_token = fields.String(**d("Send it with a code to /public/users/login/mfa; lives 5 minutes, single use."))
+    methods = fields.List(fields.String(), **d("The second factors accepted: totp, recovery_code."))
+
+
+class TotpSetupSchema(Schema):
+    secret = fields.String(**d("The new TOTP secret (base32), pending until confirmed with a code."))
+    otpauth_uri = fields.String(**d("The otpauth://totp/ URI for an authenticator app (show it as a QR code)."))
+
+
+class RecoveryCodesSchema(Schema):
+    recovery_codes = fields.List(fields.String(), **d("Ten single-use codes that stand in for a TOTP code; shown only this once."))
 
 
 class DecisionSchema(Schema):
@@ -344,3 +453,76 @@ class AuthzQuerySchema(Schema):
     resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
     action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("The action."))
     group_uuid = fields.String(validate=uuid4, **d("The group whose membership roles apply.", pattern=UUID4_PATTERN))
+    explain = fields.Boolean(load_default=False, truthy={"true"}, falsy={"false"}, **d("true: also say which roles the user held and which policy lines allowed it (matched, roles)."))
+
+
+class AuthzCheckItemSchema(Schema):
+    """One question of a batch check: the same fields as the single check's query."""
+
+    class Meta:
+        unknown = RAISE
+
+    user_uuid = fields.String(required=True, validate=uuid4, **d("The user to decide for.", pattern=UUID4_PATTERN))
+    resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
+    action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("The action."))
+    group_uuid = fields.String(validate=uuid4, **d("The group whose membership roles apply.", pattern=UUID4_PATTERN))
+
+
+class AuthzBatchSchema(RequestSchema):
+    checks = fields.List(fields.Nested(AuthzCheckItemSchema), required=True, validate=validate.Length(1, 100),
+                         **d("1-100 questions, answered in this order."))
+
+
+class DecisionListSchema(Schema):
+    results = fields.List(fields.Nested(lambda: DecisionSchema()), **d("One answer per question, in request order."))
+
+
+class MatchedRuleSchema(Schema):
+    role = fields.String(**d("The role whose line allowed it."))
+    scope = fields.String(**d("global, group (a membership role in group_uuid) or self (a line for one's own records)."))
+    group_uuid = fields.String(allow_none=True, **d("The group of a group scope; else null."))
+    rule = fields.String(**d("The policy line (or stored permission of a custom role), as `p, role, dom, resource, action`."))
+
+
+class HeldRoleSchema(Schema):
+    role = fields.String(**d("A role the user held for the decision (user included)."))
+    scope = fields.String(**d("global, or group (through a membership in group_uuid)."))
+    group_uuid = fields.String(allow_none=True, **d("The group of a group scope; else null."))
+
+
+class ExplainedDecisionSchema(Schema):
+    allowed = fields.Boolean(**d("What the policy decides."))
+    matched = fields.List(fields.Nested(MatchedRuleSchema), **d("What allowed it; empty when denied."))
+    roles = fields.List(fields.Nested(HeldRoleSchema), **d("Every role the user held for this decision."))
+
+
+class PermissionsQuerySchema(Schema):
+    class Meta:
+        unknown = RAISE
+
+    user_uuid = fields.String(required=True, validate=uuid4, **d("The user.", pattern=UUID4_PATTERN))
+    group_uuid = fields.String(validate=uuid4, **d("Only what holds in this group (global rules included).", pattern=UUID4_PATTERN))
+
+
+class GrantedPermissionSchema(Schema):
+    resource = fields.String(**d("As written in the policy; * is any."))
+    action = fields.String(**d("As written in the policy (* is any), or an action that inherits it through g2."))
+    scope = fields.String(**d("global, group or self (the user's own records only)."))
+    group_uuid = fields.String(allow_none=True, **d("The group whose membership role grants it (scope group, or self through a membership); null when held globally."))
+    via = fields.String(**d("The role that grants it."))
+
+
+class PermissionListSchema(Schema):
+    permissions = fields.List(fields.Nested(GrantedPermissionSchema), **d("Everything the user may do there."))
+
+
+class SubjectListSchema(Schema):
+    users = fields.List(fields.Nested(lambda: UserSchema()), **d("One page of the users with an explicit grant, ascending id."))
+    next_after_id = fields.Integer(allow_none=True, **d("Pass as after_id for the next page; null on the last page."))
+    all_users = fields.Boolean(**d("A rule gives it to every authenticated user."))
+
+
+class SubjectsQuerySchema(ListQuerySchema):
+    resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
+    action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("The action."))
+    group_uuid = fields.String(validate=uuid4, **d("Decide within this group (its members' roles apply).", pattern=UUID4_PATTERN))

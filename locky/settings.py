@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import logging
 import os
+import re
 import secrets
 import stat
 import string
@@ -24,6 +25,9 @@ from typing import Any, Mapping
 from locky.client_address import parse_networks
 
 DEFAULT_DATABASE_FILE = "locky.sqlite"
+#: Token algorithms: asymmetric ones first (keys in storage, published as JWKS).
+JWT_ALGORITHMS = ("ES256", "EdDSA", "RS256", "HS256", "HS384", "HS512")
+ASYMMETRIC_ALGORITHMS = ("ES256", "EdDSA", "RS256")
 MIN_SECRET_BYTES = 32
 #: A secret with fewer different characters is a placeholder, not a random value.
 MIN_SECRET_DISTINCT = 8
@@ -54,9 +58,14 @@ class Settings:
 
     database_url: str = f"sqlite:///{DEFAULT_DATABASE_FILE}"
     jwt_secret: str | None = field(default=None, repr=False)
-    jwt_algorithm: str = "HS256"
-    jwt_issuer: str = "locky"
+    # ES256, EdDSA, RS256 (keys made and kept in storage, published as JWKS) or
+    # HS256/HS384/HS512 (the shared secret: one service only).
+    jwt_algorithm: str = "ES256"
+    # None: LOCKY_PUBLIC_URL when set, else http://<host>:<port> (see ``issuer``).
+    jwt_issuer: str | None = None
     jwt_audience: str = "locky"
+    # Days an asymmetric signing key signs before a new one takes over (0: never).
+    key_rotation_days: int = 90
     access_ttl: int = 15 * 60
     refresh_ttl: int = 7 * 24 * 3600
     admin_emails: tuple[str, ...] = ()
@@ -87,6 +96,20 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 64 * 1024
     log_requests: bool = True
+    # The service's public address (links in mail, metadata); None: none is known.
+    public_url: str | None = None
+    # Account lifecycle (CONTRACT §11): mail, codes, verified emails.
+    mailer: str = "file"
+    # Where the ``file`` mailer writes; None: a ``mail/`` folder beside the SQLite
+    # database (``./mail`` with another engine).
+    mail_dir: str | None = None
+    smtp_url: str | None = field(default=None, repr=False)
+    mail_from: str = "Locky <locky@localhost>"
+    # Seconds an SMTP exchange may take before the message is retried later.
+    smtp_timeout: int = 10
+    verify_ttl: int = 24 * 3600
+    reset_ttl: int = 30 * 60
+    require_verified_email: bool = False
     # Free-form section for third-party plugins: ``[plugins.NAME]`` in TOML.
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -144,8 +167,8 @@ class Settings:
                 f"LOCKY_JWT_SECRET is not random: it has fewer than {MIN_SECRET_DISTINCT} different"
                 f" characters (not counting spaces); use a random value, {SECRET_ADVICE}"
             )
-        if self.jwt_algorithm not in ("HS256", "HS384", "HS512"):
-            raise SettingsError("LOCKY_JWT_ALGORITHM must be one of HS256, HS384, HS512")
+        if self.jwt_algorithm not in JWT_ALGORITHMS:
+            raise SettingsError(f"LOCKY_JWT_ALGORITHM must be one of {', '.join(JWT_ALGORITHMS)}")
         for name, low, high in (
             ("access_ttl", 10, 24 * 3600),
             ("refresh_ttl", 60, 365 * 24 * 3600),
@@ -158,11 +181,21 @@ class Settings:
             ("login_max_failures_per_ip", 1, 1_000_000),
             ("max_body_bytes", 1024, 16 * 1024 * 1024),
             ("db_timeout", 1, 300),
+            ("key_rotation_days", 0, 3650),
+            ("smtp_timeout", 1, 300),
+            ("verify_ttl", 60, 30 * 24 * 3600),
+            ("reset_ttl", 60, 7 * 24 * 3600),
         ):
             value = getattr(self, name)
             if not low <= value <= high:
                 raise SettingsError(f"LOCKY_{name.upper()} must be between {low} and {high}")
-        for name in ("storage", "tokens", "password_hasher", "authorizer"):
+        if self.public_url is not None and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", self.public_url):
+            raise SettingsError("LOCKY_PUBLIC_URL must be an http:// or https:// URL such as"
+                                " https://auth.example.com (no query or fragment)")
+        if self.smtp_url is not None and not self.smtp_url.startswith(("smtp://", "smtps://")):
+            raise SettingsError("LOCKY_SMTP_URL must start with smtp:// (STARTTLS) or smtps:// (TLS),"
+                                " e.g. smtp://user:password@mail.example.com:587")
+        for name in ("storage", "tokens", "password_hasher", "authorizer", "mailer"):
             if not getattr(self, name):
                 raise SettingsError(f"LOCKY_{name.upper()} must name a provider")
         try:
@@ -181,6 +214,26 @@ class Settings:
         if raw in ("", ":memory:"):
             return None
         return Path(raw).expanduser().resolve()
+
+    @property
+    def mail_path(self) -> Path:
+        """Where the ``file`` mailer writes: ``mail_dir``, else ``mail/`` beside the
+        SQLite database, else ``./mail``."""
+        if self.mail_dir:
+            return Path(self.mail_dir).expanduser().resolve()
+        database = self.sqlite_path
+        return (database.parent if database is not None else Path.cwd()) / "mail"
+
+    @property
+    def issuer(self) -> str:
+        """The tokens' ``iss``: ``jwt_issuer``, else ``public_url``, else
+        ``http://<host>:<port>`` (CONTRACT §9)."""
+        return self.jwt_issuer or self.public_base or f"http://{self.host}:{self.port}"
+
+    @property
+    def public_base(self) -> str | None:
+        """``public_url`` without a trailing slash, or ``None``."""
+        return self.public_url.rstrip("/") if self.public_url else None
 
     def with_secret(self) -> "Settings":
         """Settings whose ``jwt_secret`` is set, generating one where that is allowed.
@@ -260,7 +313,7 @@ def _read_secret(handle) -> str:
 
 def _new_secret(path: Path) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
-    secret = secrets.token_urlsafe(32)  # 256 bits
+    secret = secrets.token_urlsafe(64)  # 512 bits: enough for HS512 too (RFC 7518 §3.2)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:  # another process won the race: use its secret

@@ -19,6 +19,11 @@ DEFINITIONS = {
     "UserUpdateRequest": s.UserUpdateSchema,
     "LoginRequest": s.LoginRequestSchema,
     "RefreshRequest": s.RefreshRequestSchema,
+    "VerifyRequest": s.VerifyRequestSchema,
+    "EmailRequest": s.EmailRequestSchema,
+    "ResetRequest": s.ResetRequestSchema,
+    "MfaLoginRequest": s.MfaLoginRequestSchema,
+    "TotpCodeRequest": s.TotpCodeRequestSchema,
     "Token": s.TokenSchema,
     "Group": s.GroupSchema,
     "GroupRequest": s.GroupRequestSchema,
@@ -32,6 +37,20 @@ DEFINITIONS = {
     "Count": s.CountSchema,
     "Health": s.HealthSchema,
     "Decision": s.DecisionSchema,
+    "ExplainedDecision": s.ExplainedDecisionSchema,
+    "AuthzBatchRequest": s.AuthzBatchSchema,
+    "DecisionList": s.DecisionListSchema,
+    "PermissionList": s.PermissionListSchema,
+    "SubjectList": s.SubjectListSchema,
+    "Accepted": s.AcceptedSchema,
+    "TokenRequest": s.TokenRequestSchema,
+    "Jwk": s.JwkSchema,
+    "KeyList": s.KeyListSchema,
+    "Introspection": s.IntrospectionSchema,
+    "Empty": s.EmptySchema,
+    "MfaChallenge": s.MfaChallengeSchema,
+    "TotpSetup": s.TotpSetupSchema,
+    "RecoveryCodes": s.RecoveryCodesSchema,
     "Error": s.ErrorSchema,
 }
 ERROR_TEXT = {
@@ -39,14 +58,17 @@ ERROR_TEXT = {
          " conflicts with stored records (an email or name in use, a built-in role, a role"
          " still held, a reference to no live record).",
     401: "No usable bearer token (missing, malformed, expired, revoked) or bad credentials.",
-    403: "The policy does not allow this operation.",
+    403: "The policy does not allow this operation (login: the account is disabled, or its email is"
+         " not verified while LOCKY_REQUIRE_VERIFIED_EMAIL is on; the title says which).",
     404: "No such live record.",
+    501: "The configured authorizer cannot answer this (it has no explanation, permissions or subjects).",
+    409: "The record is not in a state for this (TOTP already on when setting it up, off when turning it off).",
     413: "The body is larger than the limit.",
     415: "The body is not application/json.",
     429: "Too many failed logins; retry after the given seconds.",
     503: "Storage is not answering.",
 }
-STATUS_TEXT = {200: "OK", 201: "Created", 204: "No content"}
+STATUS_TEXT = {200: "OK", 201: "Created", 202: "Accepted", 204: "No content"}
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 #: What the HTTP server of ``locky serve`` answers itself, before the app sees the request
 #: (locky/cli/worker.py): the JSON ``Error`` object with the usual headers. Any request

@@ -23,59 +23,19 @@ from locky.clients.http import HttpClient
 from locky.clients.output import record_table, table
 from locky.clients.record_commands import permission
 from locky.clients.tokens import config_dir, is_expired, token_claims
-from locky.testing import ADMIN_EMAIL, make_settings
+from locky.testing import ADMIN_EMAIL, MailBox, make_settings
 
+from clients_fixtures import alice, cli, home, locky_settings, mailbox, server, token_file  # noqa: F401
 from clients_helpers import PASSWORD, Cli, LiveServer, unused_port
 
 
 @pytest.fixture
-def locky_settings(locky_database_url):
-    # No request log lines: stderr belongs to the client under test.
-    return make_settings(locky_database_url, log_requests=False)
-
-
-@pytest.fixture
-def server(locky_app):
-    live = LiveServer(locky_app)
-    yield live
-    live.stop()
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg"))
-    for proxy in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(proxy, raising=False)
-    return home
-
-
-@pytest.fixture
-def cli(server, home, capsys, monkeypatch):
-    monkeypatch.setenv("LOCKY_URL", server.url)
-    return Cli(capsys, monkeypatch)
-
-
-@pytest.fixture
-def alice(cli):
-    """A plain user, logged in with locky-app."""
-    user = cli.register("Alice", "alice@example.com")
-    cli.login("app", "alice@example.com")
-    return user
-
-
-@pytest.fixture
-def root(cli):
-    """The admin, logged in with locky-admin."""
+def root(cli, mailbox):
+    """The admin, its address verified (an admin email makes an admin only then), logged in with locky-admin."""
     user = cli.register("Root", ADMIN_EMAIL)
+    cli.ok("anonymous", "verify", "--", MailBox.token(mailbox.wait(ADMIN_EMAIL, purpose="verify")))
     cli.login("admin", ADMIN_EMAIL)
     return user
-
-
-def token_file(home, audience):
-    return home / "xdg" / "locky" / f"{audience}.json"
 
 
 def stored(home, audience):
@@ -114,7 +74,8 @@ def test_help_at_every_level(module, home, capsys):
 def test_command_trees_differ_by_audience(capsys):
     trees = {name: {" ".join(p) for p, _ in _parsers(m.build_parser())} for name, m in
              [("anonymous", anonymous), ("app", app), ("admin", admin)]}
-    assert {"health", "register", "login", "refresh", "logout", "whoami"} == trees["anonymous"] - {""}
+    assert {"health", "register", "verify", "resend-verification", "forgot-password", "reset-password",
+            "login", "refresh", "logout", "whoami"} == trees["anonymous"] - {""}
     assert "roles create" in trees["admin"] and "roles create" not in trees["app"]
     assert {"users list", "users count", "users get", "users update", "users delete", "groups create",
             "members add", "members remove", "roles list", "authz check"} <= trees["app"]

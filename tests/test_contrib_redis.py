@@ -127,7 +127,7 @@ def test_a_deleted_user_is_seen_at_once(hosts):
 
 def test_a_role_change_is_seen_at_once(hosts):
     a, b = hosts
-    admin, ada, bob = a.account(ADMIN_EMAIL), a.account("ada@example.com"), a.account("bob@example.com")
+    admin, ada, bob = a.account(ADMIN_EMAIL, verified=True), a.account("ada@example.com"), a.account("bob@example.com")
     role = a.simulate_post("/v1/private/roles", headers=admin.headers, json={
         "name": "auditor", "permissions": [{"resource": "reports", "action": "read"}]}).json
     group = a.simulate_post("/v1/private/groups", json={"name": "finance"}, headers=ada.headers).json
@@ -203,12 +203,18 @@ def test_two_servers_on_one_postgresql_database(postgres_database, redis_url, ch
         "LOCKY_JWT_SECRET": TEST_SECRET,
         "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL,
         "LOCKY_BCRYPT_ROUNDS": "4",
+        # Two hosts of one service: one public address (so one token issuer, CONTRACT
+        # section 9) and, as the outbox is shared, one mail folder for either's sender.
+        "LOCKY_PUBLIC_URL": "https://locky.example.com",
+        "LOCKY_MAIL_DIR": str(tmp_path / "mail"),
     }
     with locky_server(tmp_path / "a", env=env) as a, locky_server(tmp_path / "b", env=env) as b:
         def login(email: str) -> dict[str, str]:
             status, _, _ = a.request("POST", "/v1/public/users/register",
                                      {"name": email.split("@")[0], "email": email, "password": PASSWORD})
             assert status == 201
+            if email == ADMIN_EMAIL:  # the admin email makes an admin once the address is proved
+                a.verify(email)
             status, _, body = a.request("POST", "/v1/public/users/login", {"email": email, "password": PASSWORD})
             assert status == 200
             return {"Authorization": f"Bearer {body['access_token']}"}

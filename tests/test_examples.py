@@ -23,7 +23,7 @@ import pytest
 
 from locky import Registry, SettingsError
 from locky.plugins import build_plugin_manager
-from locky.testing import ADMIN_EMAIL, PASSWORD, LockyClient, make_settings
+from locky.testing import ADMIN_EMAIL, PASSWORD, LockyClient, MailBox, make_settings
 from locky.testing.storage_contract import StorageContract
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -294,6 +294,14 @@ def test_api_key_routes_are_in_the_swagger_document(keys_app):
 # -- embedding Locky in a host app ---------------------------------------------------------
 
 
+class EmbeddedClient(LockyClient):
+    """A client of the host app: Locky's mail is that of the Locky app it embeds."""
+
+    @property
+    def mailbox(self) -> MailBox:
+        return MailBox(self.app.locky_app.context.settings.mail_path)
+
+
 @pytest.fixture
 def embedded(monkeypatch, locky_settings):
     monkeypatch.syspath_prepend(str(EXAMPLES / "embedding"))
@@ -301,14 +309,14 @@ def embedded(monkeypatch, locky_settings):
 
     app = reports_app.create(locky_settings)
     try:
-        yield LockyClient(app)
+        yield EmbeddedClient(app)
     finally:
         app.close()
 
 
 def test_host_route_uses_lockys_tokens_and_policy(embedded):
     client = embedded
-    admin = client.account(ADMIN_EMAIL)
+    admin = client.account(ADMIN_EMAIL, verified=True)
     ada, bob, carol = (client.account(f"{n}@example.com") for n in ("ada", "bob", "carol"))
     role = client.simulate_post("/v1/private/roles", headers=admin.headers, json={
         "name": "analyst", "permissions": [{"resource": "reports", "action": "read"}]})

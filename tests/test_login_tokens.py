@@ -1,22 +1,30 @@
-"""Login, tokens and sessions over HTTP (CONTRACT.md section 4): the login body and
-its JWTs (claims, lifetimes, algorithm), identical 401s for unknown emails and wrong
-passwords (at the same cost), refresh-token rotation with reuse detection that
-revokes the whole login, logout, and the 401 matrix of protected endpoints: missing
-header, wrong scheme, malformed, bad signature, an ``alg`` other than the configured
-one (``none`` included), expired, not yet valid, wrong ``typ``/``iss``/``aud``,
-missing claims, revoked, and owner deleted. Tokens are crafted with PyJWT and the
-test secret, and a control token made the same way is shown to work first."""
+"""Login, tokens and sessions over HTTP (CONTRACT.md sections 4 and 9): the login body
+and its JWTs (claims, lifetimes, ES256 by default with the ``kid`` of a key the JWKS
+publishes), identical 401s for unknown emails and wrong passwords (at the same cost),
+refresh-token rotation with reuse detection that revokes the whole login, logout, and
+the 401 matrix of protected endpoints: missing header, wrong scheme, malformed, bad
+signature, an ``alg`` other than the configured one (``none`` included), a key the
+server never made, expired, not yet valid, wrong ``typ``/``iss``/``aud``, missing
+claims, revoked, and owner deleted. Tokens are crafted with PyJWT and the server's own
+signing key (read from the app, as only an insider could), and a control token made
+the same way is shown to work first; every attack changes one thing from it."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import statistics
 import time
 import uuid
+from functools import lru_cache
+from typing import Any
 
 import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from locky.app import create_app
 from locky.testing import PASSWORD, TEST_SECRET, LockyClient, make_settings
@@ -30,26 +38,76 @@ LOGIN = "/v1/public/users/login"
 REFRESH = "/v1/public/users/refresh"
 LOGOUT = "/v1/private/users/logout"
 ME = "/v1/internal/users/me"
+JWKS = "/.well-known/jwks.json"
 CLAIMS = {"sub", "sid", "iat", "nbf", "exp", "jti", "iss", "aud", "typ"}
 TOKEN_KEYS = {"access_token", "token_type", "expires_in", "refresh_token", "user"}
 OTHER_SECRET = "some-other-secret-that-is-long-enough-0123456789"
+#: The tokens' ``iss`` by default: http://<LOCKY_HOST>:<LOCKY_PORT> (CONTRACT §9).
+ISSUER = "http://127.0.0.1:8080"
+ASYMMETRIC = ("ES256", "EdDSA", "RS256")
+ALGORITHMS = ("ES256", "EdDSA", "RS256", "HS256", "HS384", "HS512")
 
 
-def decode(token: str, secret: str = TEST_SECRET, algorithm: str = "HS256") -> dict:
-    return jwt.decode(token, secret, algorithms=[algorithm], audience="locky", issuer="locky")
+@lru_cache(maxsize=None)
+def foreign_key(algorithm: str):
+    """A key of ``algorithm``'s type that no Locky server ever made."""
+    if algorithm in ("ES256",):
+        return ec.generate_private_key(ec.SECP256R1())
+    if algorithm == "EdDSA":
+        return ed25519.Ed25519PrivateKey.generate()
+    if algorithm in ("RS256", "PS256"):
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return OTHER_SECRET
 
 
-def craft(base: dict, secret: str = TEST_SECRET, algorithm: str = "HS256", drop: tuple[str, ...] = (), **changes) -> str:
-    claims = {k: v for k, v in {**base, **changes}.items() if k not in drop}
-    return jwt.encode(claims, secret, algorithm=algorithm)
+class ServerKey:
+    """The signing key of an app: its private key and ``kid`` (asymmetric algorithms),
+    or ``LOCKY_JWT_SECRET`` (HMAC). Read from the running app, as only an insider could:
+    tokens signed with it are genuine, so a refusal can only be the claim or header the
+    test changed."""
+
+    def __init__(self, app):
+        self.algorithm = app.context.settings.jwt_algorithm
+        keys = app.context.tokens.keys
+        if keys is None:
+            self.kid, self.private, self.public = None, app.context.settings.jwt_secret, app.context.settings.jwt_secret
+        else:
+            self.kid, self.private = keys.signing_key()
+            self.public = self.private.public_key()
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"kid": self.kid} if self.kid else {}
+
+    def sign(self, claims: dict, **headers: Any) -> str:
+        return jwt.encode(claims, self.private, algorithm=self.algorithm, headers={**self.headers, **headers})
+
+    def decode(self, token: str) -> dict:
+        """The claims of a token this key signed, every check on (as a resource server)."""
+        return jwt.decode(token, self.public, algorithms=[self.algorithm], audience="locky", issuer=ISSUER)
+
+    def public_pem(self) -> bytes:
+        return self.public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def b64(data: dict) -> str:
-    return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+def claims_of(token: str) -> dict:
+    """A token's payload read without checking it (what anyone holding it can see)."""
+    return jwt.decode(token, options={"verify_signature": False})
 
 
-def unsigned(claims: dict, alg: str = "none") -> str:
-    return f"{b64({'alg': alg, 'typ': 'JWT'})}.{b64(claims)}."
+def b64(data: dict | bytes) -> str:
+    raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def unsigned(claims: dict, alg: str = "none", **headers: Any) -> str:
+    return f"{b64({'alg': alg, 'typ': 'JWT', **headers})}.{b64(claims)}."
+
+
+def hmac_signed(header: dict, claims: dict, key: bytes, digest=hashlib.sha256) -> str:
+    """A JWT HMAC-signed by hand (PyJWT refuses PEM keys as HMAC secrets on purpose)."""
+    signing_input = f"{b64(header)}.{b64(claims)}"
+    return f"{signing_input}.{b64(hmac.new(key, signing_input.encode(), digest).digest())}"
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -70,8 +128,18 @@ def me(client, token: str):
 
 
 @pytest.fixture
-def access_claims(locky_user) -> dict:
-    return decode(locky_user.access_token)
+def server_key(locky_app) -> ServerKey:
+    return ServerKey(locky_app)
+
+
+@pytest.fixture
+def access_claims(locky_user, server_key) -> dict:
+    return server_key.decode(locky_user.access_token)
+
+
+def craft(key: ServerKey, base: dict, drop: tuple[str, ...] = (), **changes) -> str:
+    """A token signed with the server's own key from ``base`` with ``changes`` applied."""
+    return key.sign({k: v for k, v in {**base, **changes}.items() if k not in drop})
 
 
 # -- login -----------------------------------------------------------------------
@@ -91,16 +159,31 @@ def test_login_body_is_the_oauth_token_response(locky_client):
     assert result.headers["cache-control"] == "no-store"
 
 
-def test_login_tokens_are_hs256_jwts_with_exactly_the_contract_claims(locky_client):
+def jwks_verify(client, token: str) -> dict:
+    """The claims of ``token`` checked the way another application would: with the key
+    of its ``kid`` from the published JWKS, the configured algorithm, issuer and audience."""
+    keys = jwt.PyJWKSet.from_dict(client.simulate_get(JWKS).json)
+    header = jwt.get_unverified_header(token)
+    key = next(k for k in keys.keys if k.key_id == header["kid"])
+    return jwt.decode(token, key, algorithms=[key.algorithm_name], audience="locky", issuer=ISSUER)
+
+
+def test_login_tokens_are_es256_jwts_with_exactly_the_contract_claims(locky_client):
     user = locky_client.register("ada@example.com")
     body = login(locky_client, "ada@example.com").json
-    assert jwt.get_unverified_header(body["access_token"])["alg"] == "HS256"
-    access, refresh = decode(body["access_token"]), decode(body["refresh_token"])
+    published = locky_client.simulate_get(JWKS).json["keys"]
+    assert [key["kid"] for key in published] == [published[0]["kid"]]  # one key, the active one
+    for token in (body["access_token"], body["refresh_token"]):
+        header = jwt.get_unverified_header(token)
+        assert header["alg"] == "ES256"  # the default (CONTRACT §9)
+        assert header["kid"] == published[0]["kid"]  # the key that signed it is published
+        assert set(header) <= {"alg", "kid", "typ"}  # no jku/jwk/x5u: nothing points elsewhere
+    access, refresh = jwks_verify(locky_client, body["access_token"]), jwks_verify(locky_client, body["refresh_token"])
     assert set(access) == CLAIMS and set(refresh) == CLAIMS  # no roles in the token
     assert access["sub"] == refresh["sub"] == user["uuid"]
     assert access["sid"] == refresh["sid"]
     assert (access["typ"], refresh["typ"]) == ("access", "refresh")
-    assert access["iss"] == refresh["iss"] == "locky"
+    assert access["iss"] == refresh["iss"] == ISSUER
     assert access["aud"] == refresh["aud"] == "locky"
     assert access["jti"] != refresh["jti"]
     assert abs(access["iat"] - time.time()) < 60 and access["nbf"] <= access["iat"] + 1
@@ -111,7 +194,7 @@ def test_login_tokens_are_hs256_jwts_with_exactly_the_contract_claims(locky_clie
 def test_each_login_is_its_own_session(locky_client):
     locky_client.register("ada@example.com")
     first, second = login(locky_client, "ada@example.com").json, login(locky_client, "ada@example.com").json
-    assert decode(first["access_token"])["sid"] != decode(second["access_token"])["sid"]
+    assert claims_of(first["access_token"])["sid"] != claims_of(second["access_token"])["sid"]
     assert me(locky_client, first["access_token"]).status_code == 200
     assert me(locky_client, second["access_token"]).status_code == 200
 
@@ -192,7 +275,7 @@ def test_login_configured_lifetimes_show_in_expires_in_and_claims(tmp_path):
         client.register("ada@example.com")
         body = login(client, "ada@example.com").json
         assert body["expires_in"] == 60
-        access, refresh = decode(body["access_token"]), decode(body["refresh_token"])
+        access, refresh = jwks_verify(client, body["access_token"]), jwks_verify(client, body["refresh_token"])
         assert access["exp"] - access["iat"] == 60
         assert refresh["exp"] - refresh["iat"] == 3600
     finally:
@@ -238,9 +321,9 @@ def test_refresh_returns_a_new_token_body(locky_client, locky_user):
     assert body["refresh_token"] != locky_user.refresh_token
     assert body["access_token"] != locky_user.access_token
     assert result.headers["cache-control"] == "no-store"
-    old, new = decode(locky_user.refresh_token), decode(body["refresh_token"])
+    old, new = claims_of(locky_user.refresh_token), jwks_verify(locky_client, body["refresh_token"])
     assert new["sid"] == old["sid"] and new["jti"] != old["jti"]
-    assert new["typ"] == "refresh" and decode(body["access_token"])["typ"] == "access"
+    assert new["typ"] == "refresh" and jwks_verify(locky_client, body["access_token"])["typ"] == "access"
     assert me(locky_client, body["access_token"]).status_code == 200
 
 
@@ -290,11 +373,14 @@ def test_refresh_with_a_malformed_token_is_401(locky_client, token):
     assert_401(refresh(locky_client, token))
 
 
-def test_refresh_with_a_forged_token_is_401(locky_client, locky_user):
-    claims = decode(locky_user.refresh_token)
-    assert_401(refresh(locky_client, craft(claims, secret=OTHER_SECRET)))
+def test_refresh_with_a_forged_token_is_401(locky_client, locky_user, server_key):
+    claims = claims_of(locky_user.refresh_token)
+    foreign = jwt.encode(claims, foreign_key("ES256"), algorithm="ES256", headers={"kid": server_key.kid})
+    assert_401(refresh(locky_client, foreign))
+    assert_401(refresh(locky_client, jwt.encode(claims, TEST_SECRET, algorithm="HS256")))
     assert_401(refresh(locky_client, unsigned(claims)))
-    assert_401(refresh(locky_client, craft(claims, exp=int(time.time()) - 60)))
+    assert_401(refresh(locky_client, craft(server_key, claims, exp=int(time.time()) - 60)))
+    assert_401(refresh(locky_client, craft(server_key, claims, iss="locky")))  # the issuer before §9
     assert refresh(locky_client, locky_user.refresh_token).status_code == 200  # not spent by those
 
 
@@ -373,9 +459,10 @@ def test_every_protected_endpoint_needs_a_token(locky_client, locky_user, method
     assert_401(locky_client.simulate_request(method, path, headers=bearer("nonsense"), **kwargs))
 
 
-def test_a_crafted_control_token_is_accepted(locky_client, locky_user, access_claims):
+def test_a_crafted_control_token_is_accepted(locky_client, locky_user, access_claims, server_key):
     # The matrix below changes one thing at a time from this working token.
-    token = craft(access_claims, jti=uuid.uuid4().hex)
+    token = craft(server_key, access_claims, jti=uuid.uuid4().hex)
+    assert jwt.get_unverified_header(token) == {"alg": "ES256", "kid": server_key.kid, "typ": "JWT"}
     assert me(locky_client, token).status_code == 200
 
 
@@ -406,8 +493,21 @@ def test_missing_wrong_scheme_and_malformed_headers_are_401(locky_client, locky_
     assert_401(locky_client.simulate_get(ME, headers=headers))
 
 
-def test_a_token_signed_with_another_secret_is_401(locky_client, access_claims):
-    assert_401(me(locky_client, craft(access_claims, secret=OTHER_SECRET)))
+@pytest.mark.parametrize("kid", ["real", "made-up", "none"])
+def test_a_token_signed_with_a_key_the_server_never_made_is_401(locky_client, access_claims, server_key, kid):
+    headers = {"real": {"kid": server_key.kid}, "made-up": {"kid": "attacker-key-1"}, "none": {}}[kid]
+    assert_401(me(locky_client, jwt.encode(access_claims, foreign_key("ES256"), algorithm="ES256", headers=headers)))
+
+
+def test_a_token_without_a_kid_is_401_even_with_the_right_key(locky_client, access_claims, server_key):
+    assert_401(me(locky_client, jwt.encode(access_claims, server_key.private, algorithm="ES256")))
+
+
+def test_a_token_signed_with_the_secret_is_401(locky_client, access_claims, server_key):
+    # LOCKY_JWT_SECRET seals the keys; with ES256 it signs nothing.
+    assert_401(me(locky_client, jwt.encode(access_claims, TEST_SECRET, algorithm="HS256")))
+    assert_401(me(locky_client, jwt.encode(access_claims, TEST_SECRET, algorithm="HS256",
+                                           headers={"kid": server_key.kid})))
 
 
 def test_a_token_with_a_tampered_payload_is_401(locky_client, locky_user, access_claims):
@@ -417,50 +517,81 @@ def test_a_token_with_a_tampered_payload_is_401(locky_client, locky_user, access
 
 
 @pytest.mark.parametrize("alg", ["none", "None", "NONE", "nOnE"])
-def test_alg_none_is_401(locky_client, access_claims, alg):
+def test_alg_none_is_401(locky_client, access_claims, server_key, alg):
     assert_401(me(locky_client, unsigned(access_claims, alg)))
+    assert_401(me(locky_client, unsigned(access_claims, alg, kid=server_key.kid)))
     # The same with a signature part left on.
     assert_401(me(locky_client, unsigned(access_claims, alg) + "c2ln"))
+    assert_401(me(locky_client, unsigned(access_claims, alg, kid=server_key.kid) + "c2ln"))
 
 
-@pytest.mark.parametrize("alg", ["HS384", "HS512"])
-def test_another_hmac_alg_with_the_right_secret_is_401(locky_client, access_claims, alg):
-    assert_401(me(locky_client, craft(access_claims, algorithm=alg)))
+@pytest.mark.parametrize("alg", ["HS256", "HS384", "HS512"])
+def test_an_hmac_alg_keyed_with_the_public_key_is_401(locky_client, locky_user, access_claims, server_key, alg):
+    # Algorithm confusion: the public key (as the JWKS gives it away) used as an HMAC secret.
+    digest = {"HS256": hashlib.sha256, "HS384": hashlib.sha384, "HS512": hashlib.sha512}[alg]
+    jwk = next(k for k in locky_client.simulate_get(JWKS).json["keys"] if k["kid"] == server_key.kid)
+    der = server_key.public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    for key in (server_key.public_pem(), der, json.dumps(jwk).encode()):
+        assert_401(me(locky_client, hmac_signed({"alg": alg, "typ": "JWT", "kid": server_key.kid}, access_claims, key,
+                                                digest)))
+        assert_401(me(locky_client, hmac_signed({"alg": alg, "typ": "JWT"}, access_claims, key, digest)))
 
 
-def test_an_rs256_header_with_the_secret_as_hmac_key_is_401(locky_client, locky_user, access_claims):
-    # Algorithm confusion: claim RS256 but sign the HS256 way with the shared secret.
-    import hashlib
-    import hmac
-
-    signing_input = f"{b64({'alg': 'RS256', 'typ': 'JWT'})}.{b64(access_claims)}"
-    signature = hmac.new(TEST_SECRET.encode(), signing_input.encode(), hashlib.sha256).digest()
-    token = signing_input + "." + base64.urlsafe_b64encode(signature).rstrip(b"=").decode()
-    assert_401(me(locky_client, token))
+@pytest.mark.parametrize("alg", ["RS256", "EdDSA", "PS256", "ES384"])
+def test_another_asymmetric_alg_with_the_real_kid_is_401(locky_client, access_claims, server_key, alg):
+    key = {"RS256": foreign_key("RS256"), "PS256": foreign_key("RS256"), "EdDSA": foreign_key("EdDSA"),
+           "ES384": ec.generate_private_key(ec.SECP384R1())}[alg]
+    assert_401(me(locky_client, jwt.encode(access_claims, key, algorithm=alg, headers={"kid": server_key.kid})))
 
 
-def test_only_the_configured_algorithm_is_accepted(tmp_path):
-    app = create_app(make_settings(f"sqlite:///{tmp_path / 'hs512.sqlite'}", jwt_algorithm="HS512"))
+def test_an_es256_header_with_the_secret_as_hmac_key_is_401(locky_client, locky_user, access_claims, server_key):
+    # Algorithm confusion the other way: claim ES256 but sign the HS256 way with the secret.
+    for header in ({"alg": "ES256", "typ": "JWT"}, {"alg": "ES256", "typ": "JWT", "kid": server_key.kid}):
+        assert_401(me(locky_client, hmac_signed(header, access_claims, TEST_SECRET.encode())))
+
+
+def foreign_sign(algorithm: str, claims: dict, kid: str | None) -> str:
+    """``claims`` signed with ``algorithm`` by a key no server made: a fresh key pair, or
+    a secret that is not the server's (``LOCKY_JWT_SECRET`` for an asymmetric server)."""
+    headers = {"kid": kid} if kid else {}
+    key = TEST_SECRET if algorithm.startswith("HS") else foreign_key(algorithm)
+    return jwt.encode(claims, key, algorithm=algorithm, headers=headers)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_only_the_configured_algorithm_is_accepted(tmp_path, algorithm):
+    app = create_app(make_settings(f"sqlite:///{tmp_path / 'alg.sqlite'}", jwt_algorithm=algorithm))
     try:
         client = LockyClient(app)
         account = client.account("ada@example.com")
-        assert jwt.get_unverified_header(account.access_token)["alg"] == "HS512"
-        claims = decode(account.access_token, algorithm="HS512")
-        assert me(client, craft(claims, algorithm="HS512", jti="control")).status_code == 200
-        assert_401(me(client, craft(claims, algorithm="HS256")))
+        key = ServerKey(app)
+        header = jwt.get_unverified_header(account.access_token)
+        assert header["alg"] == algorithm
+        assert header.get("kid") == key.kid  # a kid with every asymmetric algorithm, none with HMAC
+        if algorithm in ASYMMETRIC:
+            assert [k["kid"] for k in client.simulate_get(JWKS).json["keys"]] == [key.kid]
+        else:
+            assert client.simulate_get(JWKS).json == {"keys": []}
+        claims = key.decode(account.access_token)
+        assert me(client, key.sign({**claims, "jti": "control"})).status_code == 200
+        for other in ALGORITHMS:
+            if other != algorithm:
+                assert_401(me(client, foreign_sign(other, claims, key.kid)))
+                assert_401(me(client, foreign_sign(other, claims, None)))
         assert_401(me(client, unsigned(claims)))
+        assert_401(me(client, unsigned(claims, algorithm, **key.headers)))  # the right alg, no signature
     finally:
         app.close()
 
 
-def test_an_expired_token_is_401(locky_client, access_claims):
+def test_an_expired_token_is_401(locky_client, access_claims, server_key):
     now = int(time.time())
-    assert_401(me(locky_client, craft(access_claims, iat=now - 3600, nbf=now - 3600, exp=now - 60)))
+    assert_401(me(locky_client, craft(server_key, access_claims, iat=now - 3600, nbf=now - 3600, exp=now - 60)))
 
 
-def test_a_token_not_yet_valid_is_401(locky_client, access_claims):
+def test_a_token_not_yet_valid_is_401(locky_client, access_claims, server_key):
     now = int(time.time())
-    assert_401(me(locky_client, craft(access_claims, nbf=now + 600, iat=now, exp=now + 1200)))
+    assert_401(me(locky_client, craft(server_key, access_claims, nbf=now + 600, iat=now, exp=now + 1200)))
 
 
 @pytest.mark.parametrize(
@@ -472,6 +603,9 @@ def test_a_token_not_yet_valid_is_401(locky_client, access_claims):
         {"typ": None},
         {"iss": "someone-else"},
         {"iss": ""},
+        {"iss": "locky"},  # the issuer before CONTRACT §9
+        {"iss": "http://127.0.0.1:8080/"},
+        {"iss": "https://127.0.0.1:8080"},
         {"aud": "another-service"},
         {"aud": ["another-service"]},
         {"sub": str(uuid.uuid4())},  # someone else than the session's owner
@@ -482,23 +616,23 @@ def test_a_token_not_yet_valid_is_401(locky_client, access_claims):
     ],
     ids=lambda c: ",".join(f"{k}={v!r}" for k, v in c.items()),
 )
-def test_wrong_claims_are_401(locky_client, access_claims, changes):
-    assert_401(me(locky_client, craft(access_claims, **changes)))
+def test_wrong_claims_are_401(locky_client, access_claims, server_key, changes):
+    assert_401(me(locky_client, craft(server_key, access_claims, **changes)))
 
 
 @pytest.mark.parametrize("claim", sorted(CLAIMS))
-def test_a_missing_claim_is_401(locky_client, access_claims, claim):
-    assert_401(me(locky_client, craft(access_claims, drop=(claim,))))
+def test_a_missing_claim_is_401(locky_client, access_claims, server_key, claim):
+    assert_401(me(locky_client, craft(server_key, access_claims, drop=(claim,))))
 
 
-def test_another_users_session_id_with_my_subject_is_401(locky_client, locky_user, access_claims):
+def test_another_users_session_id_with_my_subject_is_401(locky_client, locky_user, access_claims, server_key):
     other = locky_client.account("other@example.com")
-    mixed = craft(access_claims, sid=decode(other.access_token)["sid"])
+    mixed = craft(server_key, access_claims, sid=claims_of(other.access_token)["sid"])
     assert_401(me(locky_client, mixed))
 
 
-def test_a_revoked_token_is_401(locky_client, locky_user, access_claims):
-    forged_later = craft(access_claims, jti=uuid.uuid4().hex)  # same session, made before logout
+def test_a_revoked_token_is_401(locky_client, locky_user, access_claims, server_key):
+    forged_later = craft(server_key, access_claims, jti=uuid.uuid4().hex)  # same session, made before logout
     assert locky_client.simulate_post(LOGOUT, headers=locky_user.headers).status_code == 204
     assert_401(me(locky_client, locky_user.access_token))
     assert_401(me(locky_client, forged_later))
@@ -519,8 +653,10 @@ def test_a_deleted_and_re_registered_email_does_not_revive_old_tokens(locky_clie
     assert_401(me(locky_client, locky_user.access_token))
 
 
-def test_a_token_from_another_deployment_is_401(tmp_path, locky_client):
-    other = create_app(make_settings(f"sqlite:///{tmp_path / 'other.sqlite'}", jwt_secret=OTHER_SECRET))
+@pytest.mark.parametrize("secret", [OTHER_SECRET, TEST_SECRET], ids=["other secret", "same secret"])
+def test_a_token_from_another_deployment_is_401(tmp_path, locky_client, secret):
+    # Even with the same LOCKY_JWT_SECRET, another database made its own keys.
+    other = create_app(make_settings(f"sqlite:///{tmp_path / 'other.sqlite'}", jwt_secret=secret))
     try:
         stranger = LockyClient(other).account("user@example.com")
     finally:
@@ -529,8 +665,8 @@ def test_a_token_from_another_deployment_is_401(tmp_path, locky_client):
     assert_401(me(locky_client, stranger.access_token))
 
 
-def test_401_bodies_never_echo_the_token(locky_client, locky_user, access_claims):
-    token = craft(access_claims, secret=OTHER_SECRET)
+def test_401_bodies_never_echo_the_token(locky_client, locky_user, access_claims, server_key):
+    token = foreign_sign("ES256", access_claims, server_key.kid)
     result = me(locky_client, token)
     assert_401(result)
     assert token not in result.text and token.split(".")[2] not in result.text

@@ -3,7 +3,10 @@
 - the plain-SQL reads of the Pony backend (``locky_pony.reads``) return exactly the
   records its entity layer would build (read here through Pony's entities);
 - the compiled dumpers (``locky.dump``) give exactly ``Schema.dump``'s output;
-- the JWT backend's verified-token cache still rejects an expired token;
+- the JWT backend's verified-token cache still rejects an expired token, and holds
+  only tokens it verified, with every algorithm (ES256, EdDSA, RS256, HS256);
+- the cached active signing key follows a rotation made elsewhere once
+  ``ACTIVE_RECHECK`` has passed, and tokens of the old key keep verifying;
 - against a real two-worker server: a logout, a deleted user, a removed membership and
   a deleted custom role take effect on the very next request, whichever worker serves it.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import jwt
 import pytest
 
 from locky import schemas
@@ -155,20 +159,60 @@ def test_dumper_matches_every_record_schema_on_stored_records(populated):
 
 # -- token cache --------------------------------------------------------------------
 
+ALGORITHMS = ["ES256", "EdDSA", "RS256", "HS256"]
 
-def test_cached_token_still_expires(locky_app, monkeypatch):
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_cached_token_still_expires(locky_app_factory, monkeypatch, algorithm):
     import locky_jwt
 
-    tokens = locky_app.context.tokens
+    app = locky_app_factory(jwt_algorithm=algorithm)
+    tokens = app.context.tokens
     issued = tokens.issue(user_uuid="u", session_uuid="s", kind="access")
     claims = tokens.verify(issued.token, kind="access")
     assert tokens.verify(issued.token, kind="access") is claims  # served from the cache
     with pytest.raises(Unauthorized):
         tokens.verify(issued.token, kind="refresh")  # the cache is per kind
     now = locky_jwt.time.time()
-    monkeypatch.setattr(locky_jwt.time, "time", lambda: now + locky_app.context.settings.access_ttl + 10)
+    monkeypatch.setattr(locky_jwt.time, "time", lambda: now + app.context.settings.access_ttl + 10)
     with pytest.raises(Unauthorized):
         tokens.verify(issued.token, kind="access")
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_the_cache_holds_only_what_was_verified(locky_app_factory, algorithm):
+    """A token differing from a cached one in a single character (its signature, or a
+    header naming no key) is verified afresh, and refused."""
+    app = locky_app_factory(jwt_algorithm=algorithm)
+    tokens = app.context.tokens
+    issued = tokens.issue(user_uuid="u", session_uuid="s", kind="access")
+    tokens.verify(issued.token, kind="access")
+    head, payload, signature = issued.token.split(".")
+    altered = signature[:-2] + ("AA" if not signature.endswith("AA") else "BA")
+    for forged in (f"{head}.{payload}.{altered}", f"{head}.{payload}.", f"{head}.{payload}"):
+        with pytest.raises(Unauthorized):
+            tokens.verify(forged, kind="access")
+    assert tokens.verify(issued.token, kind="access").subject == "u"
+
+
+@pytest.mark.parametrize("algorithm", ["ES256", "EdDSA", "RS256"])
+def test_cached_signing_key_follows_a_rotation_within_the_recheck(locky_app_factory, monkeypatch, algorithm):
+    """The active key is read from storage at most every ``ACTIVE_RECHECK`` seconds: a
+    rotation made by another app (host) is followed once that time has passed, and the
+    tokens signed before keep verifying everywhere."""
+    import locky_jwt.keys as keys_module
+
+    first, second = locky_app_factory(jwt_algorithm=algorithm), locky_app_factory(jwt_algorithm=algorithm)
+    before = second.context.tokens.issue(user_uuid="u", session_uuid="s", kind="access")
+    old_kid = jwt.get_unverified_header(before.token)["kid"]
+    new = first.context.tokens.keys.rotate()
+    assert new.kid != old_kid
+    monkeypatch.setattr(keys_module, "ACTIVE_RECHECK", 0.0)  # the interval has passed
+    after = second.context.tokens.issue(user_uuid="u", session_uuid="s", kind="access")
+    assert jwt.get_unverified_header(after.token)["kid"] == new.kid
+    for app in (first, second):
+        for token in (before.token, after.token):
+            assert app.context.tokens.verify(token, kind="access").subject == "u"
 
 
 # -- across worker processes ----------------------------------------------------------
@@ -181,10 +225,12 @@ def test_revocations_reach_every_worker_on_the_next_request(tmp_path, locky_data
     env = {"LOCKY_DATABASE_URL": locky_database_url, "LOCKY_JWT_SECRET": TEST_SECRET, "LOCKY_BCRYPT_ROUNDS": "4",
            "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL}
     with locky_server(tmp_path / "server", env, workers=2) as server:
-        def account(email):
+        def account(email, verified=False):
             status, _, user = server.request("POST", "/v1/public/users/register",
                                              {"name": "n", "email": email, "password": PASSWORD})
             assert status == 201, user
+            if verified:  # an admin email makes an admin once its address is proven
+                server.verify(email)
             status, _, body = server.request("POST", "/v1/public/users/login", {"email": email, "password": PASSWORD})
             assert status == 200, body
             return user, {"Authorization": f"Bearer {body['access_token']}"}
@@ -193,7 +239,7 @@ def test_revocations_reach_every_worker_on_the_next_request(tmp_path, locky_data
             # Every request is a new connection: both workers serve some of them.
             return {server.request(method, path, body, headers)[0] for _ in range(times)}
 
-        admin, admin_h = account(ADMIN_EMAIL)
+        admin, admin_h = account(ADMIN_EMAIL, verified=True)
         alice, alice_h = account("alice@example.com")
         bob, bob_h = account("bob@example.com")
         assert statuses("GET", "/v1/internal/users/me", alice_h) == {200}  # caches warm in both workers

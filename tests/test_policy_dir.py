@@ -96,7 +96,7 @@ def test_operator_lets_members_update_groups(make_client, policy_dir):
 def test_operator_takes_away_group_creation(make_client, policy_dir):
     edit(policy_dir, "policy.csv", remove="p, user, *, groups, create\n")
     client = make_client()
-    user, admin = client.account("user@example.com"), client.account("admin@example.com")
+    user, admin = client.account("user@example.com"), client.account("admin@example.com", verified=True)
     assert_forbidden(client.simulate_post("/v1/private/groups", json={"name": "nope"}, headers=user.headers))
     assert decide(client, user, user.uuid, "groups", "create") is False
     assert listing(client, admin, "groups") == []
@@ -136,6 +136,10 @@ def test_a_g_line_with_an_email_makes_an_admin(make_client, policy_dir):
     edit(policy_dir, "policy.csv", add="\ng, boss@example.com, admin\n")
     client = make_client(admin_emails=())
     boss, user = client.account("boss@example.com"), client.account("user@example.com")
+    # The line makes an admin of the account only once it has verified the address.
+    assert_forbidden(client.simulate_post("/v1/private/roles", json={"name": "early"}, headers=boss.headers))
+    assert decide(client, user, boss.uuid, "anything", "at-all") is False
+    client.verify("boss@example.com")
     group = create_group(client, user)
     assert client.simulate_post("/v1/private/roles", json={"name": "bossy"}, headers=boss.headers).status_code == 201
     assert client.simulate_put(f"/v1/private/users/{user.id}", json={"name": "Renamed"},
@@ -144,7 +148,7 @@ def test_a_g_line_with_an_email_makes_an_admin(make_client, policy_dir):
     assert decide(client, user, boss.uuid, "anything", "at-all") is True
     # Nobody else is: not the user, and not admin@example.com (no LOCKY_ADMIN_EMAILS here).
     assert_forbidden(client.simulate_post("/v1/private/roles", json={"name": "mine"}, headers=user.headers))
-    plain = client.account("admin@example.com")
+    plain = client.account("admin@example.com", verified=True)
     assert_forbidden(client.simulate_post("/v1/private/roles", json={"name": "mine"}, headers=plain.headers))
     # The email is a subject, not a role.
     assert {r["name"] for r in listing(client, user, "roles")} == BUILTIN_ROLES | {"bossy"}

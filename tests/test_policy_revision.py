@@ -53,15 +53,18 @@ def probe():
 
 @pytest.fixture
 def two_apps(locky_app_factory, tmp_path, probe):
-    first = locky_app_factory([ProbePlugin(probe)], database_url=f"sqlite:///{tmp_path / 'first.sqlite'}")
-    second = locky_app_factory([], database_url=f"sqlite:///{tmp_path / 'second.sqlite'}")
+    # Each its own mail folder too: the admin of each verifies with its own app's code.
+    first = locky_app_factory([ProbePlugin(probe)], database_url=f"sqlite:///{tmp_path / 'first.sqlite'}",
+                              mail_dir=str(tmp_path / "first-mail"))
+    second = locky_app_factory([], database_url=f"sqlite:///{tmp_path / 'second.sqlite'}",
+                               mail_dir=str(tmp_path / "second-mail"))
     return first, second
 
 
 def set_up(app) -> tuple[LockyClient, Any, Any, dict]:
     """An admin, a user Bob who is an ``auditor`` (reports/read) of a group, in ``app``."""
     client = LockyClient(app)
-    admin = client.account(ADMIN_EMAIL)
+    admin = client.account(ADMIN_EMAIL, verified=True)
     bob = client.account("bob@example.com")
     group = create_group(client, admin, "Finance")
     create_role(client, admin, "auditor", [("reports", "read")])

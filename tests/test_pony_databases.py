@@ -145,11 +145,21 @@ def undo_throttle_backoff_step(url: str) -> None:
     raw(url, "ALTER TABLE locky_login_throttle DROP COLUMN last_attempt")
 
 
+def undo_account_lifecycle_step(url: str) -> None:
+    """Undo schema step 4 (``v0004_account_lifecycle``): its tables and the users' flags."""
+    for table in ("locky_totp", "locky_outbox", "locky_codes"):
+        raw(url, f"DROP TABLE {table}")
+    for flag in ("email_verified", "disabled", "mfa_enabled"):
+        raw(url, f"ALTER TABLE locky_users DROP COLUMN {flag}")
+
+
 def test_a_database_behind_the_code_migrates_or_names_the_command(database_url):
     app_for(database_url).close()
     raw(database_url, f"UPDATE locky_meta SET number = 1 WHERE {meta_key(database_url)} = 'schema_version'")
     raw(database_url, "DROP TABLE locky_schema_history")  # back to the 1.0.0 schema:
     undo_throttle_backoff_step(database_url)  # step 3 undone too
+    undo_account_lifecycle_step(database_url)  # and step 4
+    raw(database_url, "DROP TABLE locky_signing_keys")  # and step 5 (v0005_signing_keys)
     with pytest.raises(SettingsError, match=r"run `locky migrate`") as caught:
         create_app(make_settings(database_url, log_requests=False, auto_migrate=False))
     assert "version 1" in str(caught.value)
@@ -173,7 +183,7 @@ def test_ids_are_64_bit(database_url):
     app = app_for(database_url)
     try:
         client = LockyClient(app)
-        admin = client.account(ADMIN_EMAIL)
+        admin = client.account(ADMIN_EMAIL, verified=True)
         assert admin.id == start + 1
         listed = client.simulate_get("/v1/internal/users", params={"after_id": start}, headers=admin.headers)
         assert [u["id"] for u in listed.json["users"]] == [start + 1]
@@ -189,7 +199,9 @@ def test_mysql_tables_are_utf8mb4_and_binary(mysql_database):
     app_for(url).close()
     rows = raw(url, "SELECT table_name, table_collation FROM information_schema.tables"
                     " WHERE table_schema = DATABASE() AND table_name LIKE 'locky%%'")
-    assert len(rows) == 9  # the entities' eight and locky_schema_history
+    # The entities' twelve (step 4 added codes, outbox and totp; step 5 signing keys) and
+    # locky_schema_history.
+    assert len(rows) == 13, rows
     assert {collation for _, collation in rows} == {"utf8mb4_nopad_bin"}
     columns = raw(url, "SELECT DISTINCT character_set_name FROM information_schema.columns"
                        " WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL")
@@ -264,7 +276,7 @@ def test_connections_ended_by_the_server_are_reopened(server_url):
     app = app_for(server_url)
     try:
         client = LockyClient(app)
-        admin = client.account(ADMIN_EMAIL)
+        admin = client.account(ADMIN_EMAIL, verified=True)
         for attempt in range(3):
             assert _kill_other_connections(server_url) >= 1
             me = client.simulate_get("/v1/internal/users/me", headers=admin.headers)
@@ -297,7 +309,7 @@ def test_a_database_that_goes_away_gives_503_then_recovers(proxy):
     app = app_for(proxy.url)
     try:
         client = LockyClient(app)
-        admin = client.account(ADMIN_EMAIL)
+        admin = client.account(ADMIN_EMAIL, verified=True)
         proxy.stop()
         assert_standard_503(client.simulate_get("/v1/internal/users", headers=admin.headers))
         assert_standard_503(client.simulate_post("/v1/public/users/register",

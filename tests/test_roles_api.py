@@ -47,6 +47,7 @@ def test_builtin_roles_are_listed_from_the_policy_files(locky_client, locky_user
     assert roles["member"]["permissions"] == [] and roles["viewer"]["permissions"] == []
     assert {(p["resource"], p["action"]) for p in roles["user"]["permissions"]} == {
         ("users", "read"), ("groups", "read"), ("members", "read"), ("roles", "read"), ("authz", "read"),
+        ("keys", "read"), ("tokens", "introspect"),
         ("groups", "create"),
     }
     # Descriptions are the "# role NAME: TEXT" comments.

@@ -12,11 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET
-from locky.testing.server import locky_server
+from locky.testing.server import free_port, locky_server
 
 pytestmark = pytest.mark.server
 
 WORKERS = 3
+NOBODY = "00000000-0000-4000-8000-000000000000"  # a group uuid that names nothing
 ROUNDS = 30  # requests per observation, sent 6 at a time so that every worker takes some
 
 
@@ -40,9 +41,13 @@ def call(server, method, path, body=None, token=None, expect=None):
     return status, payload
 
 
-def account(server, email):
+def account(server, email, verified=False):
+    """Register and log in ``email``; prove the address first when ``verified`` (an admin
+    email makes an admin only then)."""
     call(server, "POST", "/v1/public/users/register", {"name": email.split("@")[0], "email": email,
                                                         "password": PASSWORD}, expect=201)
+    if verified:
+        server.verify(email)
     _, tokens = call(server, "POST", "/v1/public/users/login", {"email": email, "password": PASSWORD}, expect=200)
     return tokens["user"], tokens["access_token"]
 
@@ -65,8 +70,18 @@ def check_path(user_uuid, resource, action, group_uuid):
 
 def test_custom_roles_reach_every_worker_at_once_and_survive_a_restart(tmp_path, env):
     workdir = tmp_path / "run"
-    with locky_server(workdir, env=env, workers=WORKERS) as server:
+    # The restart listens where the first server did: the tokens' issuer (CONTRACT §9,
+    # http://<host>:<port> when no public URL is set) stays the same, as it does for a
+    # service restarted in place.
+    port = free_port()
+    with locky_server(workdir, env=env, workers=WORKERS, port=port) as server:
         admin, admin_token = account(server, ADMIN_EMAIL)
+        # The admin email makes an admin once the address is proved: not before, in any
+        # worker (each decides, and caches, "no" first), and from then on in all of them.
+        early = many(server, "POST", "/v1/private/roles", admin_token, {"name": "too-early"})
+        assert {s for s, _ in early} == {403}, early
+        server.verify(ADMIN_EMAIL)
+        assert decisions(server, check_path(admin["uuid"], "roles", "write", NOBODY), admin_token) == {(200, True)}
         clerk, clerk_token = account(server, "clerk@example.com")
         _, group = call(server, "POST", "/v1/private/groups", {"name": "Accounts"}, admin_token, expect=201)
         decision = check_path(clerk["uuid"], "invoices", "approve", group["uuid"])
@@ -113,7 +128,7 @@ def test_custom_roles_reach_every_worker_at_once_and_survive_a_restart(tmp_path,
         vault = check_path(clerk["uuid"], "vault", "open", group["uuid"])
         assert decisions(server, vault, admin_token) == {(200, True)}
 
-    with locky_server(workdir, env=env, workers=WORKERS) as server:
+    with locky_server(workdir, env=env, workers=WORKERS, port=port) as server:
         # Tokens too survive (same secret, same database): no new login needed.
         _, roles = call(server, "GET", "/v1/internal/roles?name=keeper", token=clerk_token, expect=200)
         assert roles["roles"] == [keeper]

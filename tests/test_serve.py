@@ -235,11 +235,13 @@ def test_sqlite_without_a_secret_makes_a_private_one(server, workdir):
 
 def test_the_generated_secret_is_reused_after_a_restart(tmp_path, no_locky_env):
     env = sqlite_env(tmp_path)
-    with locky_server(tmp_path, env=env, workers=2) as first:
+    # The same address after the restart: the tokens' issuer is http://<host>:<port> (§9).
+    port = free_port()
+    with locky_server(tmp_path, env=env, workers=2, port=port) as first:
         user, tokens = register_and_login(first, "restart@example.com")
         assert first.request("GET", "/v1/internal/users/me", headers=auth(tokens))[0] == 200
     secret = (tmp_path / "locky.sqlite.secret").read_text()
-    with locky_server(tmp_path, env=env, workers=2) as second:
+    with locky_server(tmp_path, env=env, workers=2, port=port) as second:
         assert (tmp_path / "locky.sqlite.secret").read_text() == secret
         for _ in range(4):
             status, _, body = second.request("GET", "/v1/internal/users/me", headers=auth(tokens))

@@ -12,6 +12,7 @@ import os
 import stat
 import textwrap
 
+import jwt
 import pytest
 
 from locky.app import create_app
@@ -30,8 +31,11 @@ def test_defaults_with_an_empty_environment():
     settings = Settings.load(environ={})
     assert settings.database_url == "sqlite:///locky.sqlite"
     assert settings.jwt_secret is None
-    assert settings.jwt_algorithm == "HS256"
-    assert (settings.jwt_issuer, settings.jwt_audience) == ("locky", "locky")
+    assert settings.jwt_algorithm == "ES256"  # CONTRACT §9: keys made by the service, published as JWKS
+    assert (settings.jwt_issuer, settings.jwt_audience) == (None, "locky")
+    assert settings.issuer == "http://127.0.0.1:8080"  # http://<host>:<port> when nothing else is set
+    assert settings.key_rotation_days == 90
+    assert settings.public_url is None
     assert (settings.access_ttl, settings.refresh_ttl) == (15 * 60, 7 * 24 * 3600)
     assert (settings.host, settings.port) == ("127.0.0.1", 8080)
     assert (settings.storage, settings.tokens, settings.password_hasher, settings.authorizer) == (
@@ -78,6 +82,36 @@ def test_values_are_trimmed_but_the_secret_is_kept_as_given():
     assert settings.jwt_secret == secret
 
 
+@pytest.mark.parametrize("algorithm", ["ES256", "EdDSA", "RS256", "HS256", "HS384", "HS512"])
+def test_every_contract_algorithm_is_accepted(algorithm):
+    assert Settings.load(environ=env(jwt_algorithm=algorithm)).jwt_algorithm == algorithm
+    assert Settings.load(environ=env(jwt_algorithm=f" {algorithm} ")).jwt_algorithm == algorithm
+
+
+@pytest.mark.parametrize(
+    "values, issuer",
+    [
+        ({}, "http://127.0.0.1:8080"),
+        ({"host": "0.0.0.0", "port": "9090"}, "http://0.0.0.0:9090"),
+        ({"public_url": "https://auth.example.com"}, "https://auth.example.com"),
+        ({"public_url": "https://auth.example.com/"}, "https://auth.example.com"),
+        ({"public_url": "https://example.com/locky/", "port": "9090"}, "https://example.com/locky"),
+        ({"jwt_issuer": "https://issuer.example.com", "public_url": "https://auth.example.com"},
+         "https://issuer.example.com"),
+        ({"jwt_issuer": "locky"}, "locky"),
+    ],
+)
+def test_the_issuer_is_jwt_issuer_else_public_url_else_host_and_port(values, issuer):
+    settings = Settings.load(environ=env(**values))
+    assert settings.issuer == issuer
+    assert settings.jwt_issuer == values.get("jwt_issuer")
+
+
+@pytest.mark.parametrize("days", ["0", "1", "90", "3650"])
+def test_key_rotation_days_takes_zero_for_never(days):
+    assert Settings.load(environ=env(key_rotation_days=days)).key_rotation_days == int(days)
+
+
 @pytest.mark.parametrize(
     "name, value",
     [
@@ -96,7 +130,19 @@ def test_values_are_trimmed_but_the_secret_is_kept_as_given():
         ("bcrypt_rounds", "32"),
         ("log_requests", "maybe"),
         ("jwt_algorithm", "none"),
-        ("jwt_algorithm", "RS256"),
+        ("jwt_algorithm", "None"),
+        ("jwt_algorithm", ""),
+        ("jwt_algorithm", "es256"),
+        ("jwt_algorithm", "ES384"),
+        ("jwt_algorithm", "ES512"),
+        ("jwt_algorithm", "PS256"),
+        ("jwt_algorithm", "RS512"),
+        ("jwt_algorithm", "Ed25519"),
+        ("key_rotation_days", "-1"),
+        ("key_rotation_days", "3651"),
+        ("key_rotation_days", "ninety"),
+        ("public_url", "auth.example.com"),
+        ("public_url", "https://auth.example.com/?x=1"),
         ("database_url", "oracle://x"),
         ("database_url", "locky.sqlite"),
         ("storage", ""),
@@ -301,6 +347,10 @@ def test_environment_settings_take_effect_over_http(tmp_path):
         plain = client.account("plain@example.com")
         assert client.simulate_post("/v1/public/users/login",
                                     json={"email": "boss@example.com", "password": boss.password}).json["expires_in"] == 120
+        # A listed email makes an admin once its account has verified the address.
+        assert client.simulate_put(f"/v1/private/users/{plain.id}", json={"name": "By Boss"},
+                                   headers=boss.headers).status_code == 403
+        client.verify("boss@example.com")
         assert client.simulate_put(f"/v1/private/users/{plain.id}", json={"name": "By Boss"},
                                    headers=boss.headers).status_code == 200
         assert client.simulate_put(f"/v1/private/users/{boss.id}", json={"name": "By Plain"},
@@ -310,6 +360,50 @@ def test_environment_settings_take_effect_over_http(tmp_path):
                                         json={"email": "plain@example.com", "password": "wrong password"}).status_code == 401
         assert client.simulate_post("/v1/public/users/login",
                                     json={"email": "plain@example.com", "password": plain.password}).status_code == 429
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize(
+    "values, issuer",
+    [
+        ({}, "http://127.0.0.1:8080"),
+        ({"port": "9191"}, "http://127.0.0.1:9191"),
+        ({"public_url": "https://auth.example.com/"}, "https://auth.example.com"),
+        ({"public_url": "https://auth.example.com", "jwt_issuer": "urn:example:locky"}, "urn:example:locky"),
+    ],
+)
+def test_the_issuer_setting_shows_in_tokens_and_metadata(tmp_path, values, issuer):
+    settings = Settings.load(environ=env(
+        database_url=f"sqlite:///{tmp_path / 'iss.sqlite'}", jwt_secret=TEST_SECRET, bcrypt_rounds="4", **values))
+    app = create_app(settings)
+    try:
+        client = LockyClient(app)
+        token = client.account("ada@example.com").access_token
+        assert jwt.decode(token, options={"verify_signature": False})["iss"] == issuer
+        metadata = client.simulate_get("/.well-known/oauth-authorization-server").json
+        assert metadata["issuer"] == issuer
+        if "public_url" in values:
+            assert metadata["jwks_uri"] == "https://auth.example.com/.well-known/jwks.json"
+    finally:
+        app.close()
+
+
+# The 45-byte test secret is short of RFC 7518's key size for HS384/HS512 (PyJWT warns).
+@pytest.mark.filterwarnings("ignore::jwt.warnings.InsecureKeyLengthWarning")
+@pytest.mark.parametrize("algorithm", ["ES256", "EdDSA", "RS256", "HS256", "HS384", "HS512"])
+def test_the_algorithm_setting_signs_the_tokens(tmp_path, algorithm):
+    settings = Settings.load(environ=env(
+        database_url=f"sqlite:///{tmp_path / 'alg.sqlite'}", jwt_secret=TEST_SECRET, bcrypt_rounds="4",
+        jwt_algorithm=algorithm))
+    app = create_app(settings)
+    try:
+        client = LockyClient(app)
+        account = client.account("ada@example.com")
+        header = jwt.get_unverified_header(account.access_token)
+        assert header["alg"] == algorithm
+        assert ("kid" in header) is (not algorithm.startswith("HS"))
+        assert client.simulate_get("/v1/internal/users/me", headers=account.headers).status_code == 200
     finally:
         app.close()
 

@@ -14,7 +14,8 @@ from authz_helpers import TIMESTAMP, UUID4, assert_error, assert_fields, assert_
 
 USERS = "/v1/internal/users"
 WRITE = "/v1/private/users"
-USER_KEYS = {"id", "uuid", "created_at", "updated_at", "deleted_at", "name", "email"}
+USER_KEYS = {"id", "uuid", "created_at", "updated_at", "deleted_at", "name", "email",
+             "email_verified", "disabled", "mfa_enabled"}
 
 
 def page(client, account, **params):

@@ -29,8 +29,10 @@ REQUIRED = [
     "locky/static/swagger/index.html",
     "locky/static/swagger/swagger-ui-bundle.js",
     "locky/static/swagger/swagger-ui.css",
+    "locky/data/common-passwords.txt.gz",  # the password blocklist (locky.password_blocklist)
+    "locky/data/COMMON-PASSWORDS-LICENSE",
 ]
-PLUGIN_PACKAGES = ["locky_pony", "locky_jwt", "locky_bcrypt", "locky_casbin"]
+PLUGIN_PACKAGES = ["locky_pony", "locky_jwt", "locky_bcrypt", "locky_casbin", "locky_mail"]
 
 
 def _build_requirements_installed() -> bool:

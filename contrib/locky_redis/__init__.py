@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from typing import Any
 
 from locky import SettingsError, hookimpl
@@ -79,6 +80,19 @@ class _Users(_Through):
 
     def delete(self, id):
         return self._write(USERS, "delete", id)  # also ends the user's sessions
+
+    def mark_verified(self, uuid, email):
+        return self._write(USERS, "mark_verified", uuid, email)
+
+
+class _Totp(_Through):
+    """Turning TOTP on or off changes the user's ``mfa_enabled``."""
+
+    def confirm(self, user_uuid, **kwargs):
+        return self._write(USERS, "confirm", user_uuid, **kwargs)
+
+    def remove(self, user_uuid):
+        return self._write(USERS, "remove", user_uuid)
 
 
 class _Roles(_Through):
@@ -161,6 +175,10 @@ class CachingStorage:
         self.sessions = _Sessions(inner.sessions, self)
         self.throttle = inner.throttle
         self.grants = _Grants(inner.grants, self)
+        self.codes = inner.codes
+        self.outbox = inner.outbox
+        self.totp = _Totp(inner.totp, self)
+        self.keys = inner.keys
         self.listener.start()
 
     @classmethod
@@ -223,6 +241,14 @@ class CachingStorage:
         self.cache.clear()
 
     # -- Storage -------------------------------------------------------------------
+
+    @contextmanager
+    def atomic(self):
+        # The writes inside announce themselves before the block commits; a read in
+        # between could cache what they replace, so users are announced once more after.
+        with self.inner.atomic():
+            yield
+        self.changed(USERS)
 
     def revision(self) -> int:
         found = self.cache.get(REVISION)

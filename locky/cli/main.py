@@ -1,4 +1,5 @@
-"""``locky``: the operator's command (serve, migrate, spec, grant-admin, revoke-admin, unlock, plugins, check)."""
+"""``locky``: the operator's command (serve, migrate, spec, grant-admin, revoke-admin, unlock, keys, plugins,
+check, policy)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 import sys
 
+from locky.cli import policy as policy_cli
 from locky.settings import Settings, SettingsError
 
 
@@ -34,13 +36,21 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument("--dry-run", action="store_true",
                          help="print the steps and their SQL without changing anything")
 
+    keys = sub.add_parser("keys", help="the token-signing keys (ES256, EdDSA, RS256)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+    keys_sub.add_parser("rotate", help="make a new active signing key (tokens signed before stay valid)")
+    keys_sub.add_parser("list", help="list the stored keys: kid, algorithm, made, retired")
+
     sub.add_parser("plugins", help="list the loaded plugins and where they come from")
     sub.add_parser("check", help="check settings, database, policy files and plugins, then exit")
+    policy_cli.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "policy":  # offline: no settings, no database
+        return policy_cli.run(args)
     from locky.cli.server import configure_logging
 
     configure_logging()
@@ -158,6 +168,29 @@ def _migrate(settings, args) -> int:
         context.storage.close()
 
 
+def _keys(settings, args) -> int:
+    """``locky keys rotate`` (every host signs with the new key within half a minute)
+    and ``locky keys list``."""
+    def work(app):
+        keys = getattr(app.context.tokens, "keys", None)
+        if keys is None:
+            print(f"locky: LOCKY_JWT_ALGORITHM is {settings.jwt_algorithm}: tokens are signed with"
+                  " LOCKY_JWT_SECRET, there are no keys", file=sys.stderr)
+            return 1
+        if args.keys_command == "rotate":
+            record = keys.rotate()
+            app.context.emit("key.rotated", kind="keys", details={"kid": record.kid, "alg": record.alg})
+            print(f"locky: {record.kid} ({record.alg}) is the new signing key; tokens signed before stay"
+                  " valid until they expire")
+            return 0
+        for record in keys.listing():
+            state = "active" if record.retired_at is None else f"retired {record.retired_at.isoformat()}Z"
+            print(f"{record.kid}  {record.alg:<6} made {record.created_at.isoformat()}Z  {state}")
+        return 0
+
+    return _with_app(settings, work)
+
+
 def _plugins(settings, args) -> int:
     from locky.plugins import describe
 
@@ -191,6 +224,7 @@ COMMANDS = {
     "grant-admin": _admin(True),
     "revoke-admin": _admin(False),
     "unlock": _unlock,
+    "keys": _keys,
     "plugins": _plugins,
     "check": _check,
     "migrate": _migrate,

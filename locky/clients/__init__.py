@@ -7,7 +7,8 @@ Modules:
   refreshes expired access tokens.
 - :mod:`.output`: aligned tables for people, JSON for scripts.
 - :mod:`.commands`: the shared parser plumbing, context and error reporting.
-- :mod:`.session_commands`, :mod:`.record_commands`: the commands themselves.
+- :mod:`.session_commands`, :mod:`.record_commands`, :mod:`.account_commands`: the
+  commands themselves (the last: verification, password reset and TOTP, CONTRACT §11).
 - :mod:`.anonymous`, :mod:`.app`, :mod:`.admin`: one entry point per audience.
 
 Standard library only, so the clients work wherever the package installs.

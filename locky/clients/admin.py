@@ -1,8 +1,10 @@
 """``locky-admin``: the administrator's client.
 
-Everything ``locky-app`` does, on any record, plus role management (``roles create``,
-``update``, ``delete`` with repeatable ``--permission RESOURCE:ACTION``) and updating
-or deleting any user. Its tokens live in ``$XDG_CONFIG_HOME/locky/admin.json``.
+Everything ``locky-app`` does (``authz`` questions included), on any record, plus role
+management (``roles create``, ``update``, ``delete`` with repeatable ``--permission
+RESOURCE:ACTION``), updating or deleting any user, and disabling or enabling accounts
+(``users disable``, ``users enable``). Its tokens live in
+``$XDG_CONFIG_HOME/locky/admin.json``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
+from .account_commands import add_mfa_commands
 from .commands import new_parser, run
 from .record_commands import add_record_commands
 from .session_commands import add_session_commands
@@ -20,12 +23,16 @@ EPILOG = f"""examples:
   {PROG} roles create --name auditor --permission users:read --permission groups:read
   {PROG} users update 7 --email new@example.com
   {PROG} users delete 7
+  {PROG} users disable 7
+  {PROG} users enable 7
+  {PROG} authz subjects --resource roles --action write
 """
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser, commands = new_parser(PROG, "Locky administration: every record, and roles.", EPILOG)
     add_session_commands(commands)
+    add_mfa_commands(commands)
     add_record_commands(commands, admin=True)
     return parser
 

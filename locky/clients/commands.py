@@ -7,7 +7,8 @@ parses, dispatches to the command's handler and turns every failure into one
 ``error: ...`` line on stderr and a non-zero exit status, never a traceback.
 
 Exit statuses: 0 success, 1 any failure (server error, connection, not logged in),
-2 bad usage, 3 ``authz check --exit-status`` denied, 130 interrupted.
+2 bad usage, 3 ``authz check``/``explain``/``batch --exit-status`` denied, 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Callable, Sequence, TextIO
 
-from .http import ClientError, HttpClient
+from .http import ApiError, ClientError, HttpClient
 from .output import Printer
 from .tokens import AuthSession, TokenStore
 
@@ -80,6 +81,54 @@ class Context:
         if not password:
             raise UsageError("the password must not be empty")
         return password
+
+    def interactive(self) -> bool:
+        """Whether standard input is a terminal a person types at."""
+        isatty = getattr(self.stdin, "isatty", None)
+        return bool(isatty and isatty())
+
+    def read_code(self, args: argparse.Namespace, prompt: str) -> str:
+        """A one-time code (TOTP or recovery code): ``--code`` when given; else the next
+        line of standard input when it is not a terminal (with ``--password-stdin``, the
+        line after the password); else typed at the prompt (on stderr)."""
+        given = getattr(args, "code", None)
+        if given is not None:
+            if not given.strip():
+                raise UsageError("--code must not be empty")
+            return given.strip()
+        if self.interactive():
+            self.stderr.write(prompt)
+            self.stderr.flush()
+        line = self.stdin.readline()
+        code = line.strip()
+        if not code:
+            if self.interactive():
+                raise UsageError("no code given")
+            raise UsageError("no code given: use --code, or give it on the next line of standard input")
+        return code
+
+    def with_code(
+        self,
+        args: argparse.Namespace,
+        prompt: str,
+        attempt: Callable[[str], Any],
+        retry: Callable[[ApiError], bool],
+        tries: int = 3,
+    ) -> Any:
+        """``attempt(code)`` with a code from :meth:`read_code`. A person typing at a
+        terminal may try again after a wrong code (``retry(error)`` says which errors are
+        wrong codes), up to ``tries`` times; scripts get one attempt."""
+        if getattr(args, "code", None) is not None or not self.interactive():
+            tries = 1
+        for left in range(tries - 1, -1, -1):
+            code = self.read_code(args, prompt)
+            try:
+                return attempt(code)
+            except ApiError as exc:
+                if not left or not retry(exc):
+                    raise
+                self.note(f"{exc.message} Try again.")
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def ask(self, value: str | None, prompt: str, option: str) -> str:
         """``value`` when given, else a line typed at the terminal."""
@@ -150,6 +199,15 @@ def add_password_stdin(parser: argparse.ArgumentParser, what: str = "the passwor
         "--password-stdin",
         action="store_true",
         help=f"read {what} from the first line of standard input (otherwise it is prompted for, without echo)",
+    )
+
+
+def add_code_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--code",
+        metavar="CODE",
+        help=f"{what} (otherwise asked for at the terminal, or read from the next line of standard input"
+        " when that is not a terminal)",
     )
 
 

@@ -16,6 +16,10 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "groups": ("id", "uuid", "name", "description"),
     "members": ("id", "uuid", "group_uuid", "user_uuid", "role"),
     "roles": ("id", "name", "builtin", "permissions", "description"),
+    # authz (CONTRACT §10): what a user may do, and explain's roles held and rules matched
+    "permissions": ("resource", "action", "scope", "group_uuid", "via"),
+    "held_roles": ("role", "scope", "group_uuid"),
+    "matched": ("role", "scope", "group_uuid", "rule"),
 }
 # Field order of a single record: these first, then the rest alphabetically.
 LEADING = ("id", "uuid", "name", "email", "description", "group_uuid", "user_uuid", "role", "builtin", "permissions")

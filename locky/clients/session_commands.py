@@ -10,7 +10,7 @@ import argparse
 import time
 from typing import Any
 
-from .commands import Context, add_command, add_password_stdin
+from .commands import Context, add_code_option, add_command, add_password_stdin
 from .http import ApiError, ConnectionFailed, HttpClient
 from .tokens import AuthSession, NotLoggedIn, token_claims
 
@@ -46,10 +46,22 @@ def register(ctx: Context, args: argparse.Namespace) -> None:
     ctx.printer.record(user)
 
 
+CODE_PROMPT = "Authentication code (or a recovery code): "
+
+
+def _wrong_code(exc: ApiError) -> bool:
+    """A 401 of the second step that another code may fix (not a dead mfa_token)."""
+    return exc.status == 401 and "mfa token" not in exc.message.lower()
+
+
 def login(ctx: Context, args: argparse.Namespace) -> None:
     email = ctx.ask(args.email, "Email: ", "--email")
     password = ctx.read_password(args)
     body = ctx.session.login(email, password)
+    if body.get("mfa_required"):
+        # Second step (CONTRACT §11): a TOTP or recovery code, then the usual tokens.
+        mfa_token = str(body["mfa_token"])
+        body = ctx.with_code(args, CODE_PROMPT, lambda code: ctx.session.login_mfa(mfa_token, code), _wrong_code)
     user = body.get("user") or {}
     ctx.printer.message(
         f"Logged in to {ctx.url} as {_who(user)}.",
@@ -107,10 +119,13 @@ def add_session_commands(commands: Any) -> None:
     parser = add_command(
         commands, "login", "log in and store the tokens (POST /v1/public/users/login)", login,
         description="Log in and keep the access and refresh tokens in this client's token file "
-        "($XDG_CONFIG_HOME/locky or ~/.config/locky, mode 0600). Tokens are never printed.",
+        "($XDG_CONFIG_HOME/locky or ~/.config/locky, mode 0600). Tokens are never printed. "
+        "An account with two-factor authentication is then asked for a code of its authenticator "
+        "app (or one of its recovery codes): --code, the next line of standard input, or a prompt.",
     )
     parser.add_argument("--email", help="account email (prompted for when missing)")
     add_password_stdin(parser)
+    add_code_option(parser, "the authenticator app's code, or a recovery code, if the account asks for one")
     add_command(commands, "refresh", "exchange the stored refresh token for new tokens now", refresh,
                 description="Refresh the stored tokens now. Other commands do this by themselves "
                 "when the access token has expired.")

@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover
 
 REFRESH_PATH = "/v1/public/users/refresh"
 LOGIN_PATH = "/v1/public/users/login"
+LOGIN_MFA_PATH = "/v1/public/users/login/mfa"
 EXPIRY_LEEWAY = 10  # seconds: refresh a little early rather than send a dying token
 
 
@@ -151,8 +152,24 @@ class AuthSession:
         self.login_command = login_command
 
     def login(self, email: str, password: str) -> dict[str, Any]:
-        """Log in, store the tokens and return the server's token answer."""
+        """Log in, store the tokens and return the server's token answer.
+
+        An account with a second factor gets no tokens from the password alone: then the
+        server's challenge (``{"mfa_required": true, "mfa_token", "methods"}``) is returned
+        and nothing is stored; :meth:`login_mfa` finishes the login with a code.
+        """
         body = self.client.request("POST", LOGIN_PATH, {"email": email, "password": password})
+        if isinstance(body, dict) and body.get("mfa_required"):
+            if not body.get("mfa_token"):
+                raise ClientError("the server asked for a second factor but sent no mfa_token")
+            return body
+        self.store.save(token_record(self.client.base_url, body))
+        return body
+
+    def login_mfa(self, mfa_token: str, code: str) -> dict[str, Any]:
+        """The second step of a login: a TOTP or recovery code for the challenge's
+        ``mfa_token``. Stores the tokens exactly as :meth:`login` does."""
+        body = self.client.request("POST", LOGIN_MFA_PATH, {"mfa_token": mfa_token, "code": code})
         self.store.save(token_record(self.client.base_url, body))
         return body
 

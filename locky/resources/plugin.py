@@ -16,7 +16,7 @@ from locky.schemas import (
     list_schema,
 )
 
-from . import groups, service, users
+from . import authz, groups, service, tokens, users
 from .records import Kind, read_routes
 
 KINDS = (
@@ -29,7 +29,8 @@ KINDS = (
 
 @hookimpl
 def locky_routes(context):
-    routes = service.routes(context) + users.routes(context) + groups.routes(context)
+    routes = (service.routes(context) + authz.routes(context) + tokens.routes(context) + users.routes(context)
+              + groups.routes(context))
     for kind in KINDS:
         routes += read_routes(context, kind)
     return routes

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import falcon
 
-from locky import events
+from locky import events, letters, password_rules
 from locky.accounts import Accounts
+from locky.errors import Invalid
 from locky.client_address import ClientAddresses
 from locky.media import load, read_json
 from locky.routes import Operation, Route
@@ -18,7 +19,8 @@ from locky.schemas import (
     UserUpdateSchema,
 )
 
-from .writes import body, created, deleted, live, updated
+from . import lifecycle
+from .writes import body, deleted, live, updated
 
 USER = UserSchema()
 TOKEN = TokenSchema()
@@ -43,8 +45,10 @@ class Login:
 
     def on_post(self, req, resp):
         data = load(LoginRequestSchema(), read_json(req, self.context.settings.max_body_bytes))
-        resp.media = TOKEN.dump(self.accounts.login(data["email"], data["password"], req.context.request_id,
-                                                    client_address=self.client_addresses.of(req)))
+        result = self.accounts.login(data["email"], data["password"], req.context.request_id,
+                                     client_address=self.client_addresses.of(req))
+        # A second factor is due: the challenge, not tokens (CONTRACT §11).
+        resp.media = result if result.get("mfa_required") else TOKEN.dump(result)
 
 
 class Refresh:
@@ -84,7 +88,10 @@ class UserWrites:
     (``current_password``, checked like a login attempt and counted by the same login
     throttle), so a stolen access token cannot take the account over. A new password
     ends every other login of the user; a password or email set by someone else (an
-    admin) ends all of them.
+    admin) ends all of them. A new email is unverified until the code sent to it comes
+    back (CONTRACT §11), so it never carries admin status by address (§7). ``disabled``
+    is for admins (``users`` × ``disable``), never on oneself; turning an account off
+    ends its logins in the same transaction.
     """
 
     def __init__(self, context, accounts: Accounts):
@@ -106,24 +113,35 @@ class UserWrites:
         identity = req.context.identity
         own = user.uuid == identity.user.uuid
         new_email = changes.get("email") not in (None, user.email)
+        disabling = changes.get("disabled") is True and not user.disabled
+        if "disabled" in changes:
+            self.context.require(identity, "users", "disable", own=own)
+            if own and changes["disabled"]:
+                raise Invalid.one("disabled", "You cannot disable your own account.")
         if own and (password is not None or new_email):
             self.accounts.confirm_password(user, current_password, req.context.request_id,
                                            client_address=self.client_addresses.of(req))
         if password is not None:
+            password_rules.check(password, email=changes.get("email", user.email), name=changes.get("name", user.name))
             changes["password_hash"] = self.context.password_hasher.hash(password)
-        record = self.store.update(id, **changes)
-        if password is not None or (new_email and not own):
-            # One's own change keeps the login that made it; anyone else's ends them all.
-            self._end_logins(user, keep=identity.session_uuid if own else None, actor_uuid=identity.user.uuid,
-                             request_id=req.context.request_id)
-        updated(self.context, req, resp, "users", USER, record)
-
-    def _end_logins(self, user, *, keep: str | None, actor_uuid: str, request_id: str | None) -> None:
-        revoked = self.context.storage.sessions.revoke_all(user.uuid, keep=keep)
+        # One's own new password keeps the login that made it; anyone else's change of
+        # credentials, and turning an account off, end them all.
+        end_logins = password is not None or (new_email and not own) or disabling
+        storage = self.context.storage
+        with storage.atomic():
+            record = self.store.update(id, **changes)
+            if new_email:
+                storage.outbox.put(purpose=letters.VERIFY, email=record.email, user_uuid=record.uuid)
+            revoked = storage.sessions.revoke_all(user.uuid, keep=identity.session_uuid if own else None) \
+                if end_logins else 0
+        if new_email:
+            self.context.mail_sender.wake()
         if revoked:
-            self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=actor_uuid,
-                              details={"user_uuid": user.uuid, "sessions": revoked, "reason": "credentials changed"},
-                              request_id=request_id)
+            self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=identity.user.uuid,
+                              details={"user_uuid": user.uuid, "sessions": revoked,
+                                       "reason": "account disabled" if disabling else "credentials changed"},
+                              request_id=req.context.request_id)
+        updated(self.context, req, resp, "users", USER, record)
 
     def on_delete(self, req, resp, id: int):
         self._target(req, id, "delete")
@@ -132,6 +150,7 @@ class UserWrites:
 
 def routes(context) -> list[Route]:
     accounts = Accounts(context)
+    account_routes = lifecycle.routes(context, accounts)
     tag = "users"
     token_errors = (400, 401, 413, 415, 503)
     return [
@@ -141,8 +160,14 @@ def routes(context) -> list[Route]:
         )),
         Route("/v1/public/users/login", Login(context, accounts), (
             Operation("post", "Log in: get an access and a refresh token", tag, body=LoginRequestSchema,
-                      response="Token", public=True, errors=(*token_errors, 429),
-                      description="Unknown emails and wrong passwords answer alike. After"
+                      response="Token", public=True, errors=(*token_errors, 403, 429),
+                      description="An account with a second factor gets no tokens here but"
+                                  " {\"mfa_required\": true, \"mfa_token\", \"methods\": [\"totp\","
+                                  " \"recovery_code\"]} (the MfaChallenge definition): send the mfa_token"
+                                  " and a code to /public/users/login/mfa. After the password is checked,"
+                                  " a disabled account is 403 \"Account disabled\", and with"
+                                  " LOCKY_REQUIRE_VERIFIED_EMAIL an unverified one is 403 \"Email not"
+                                  " verified\". Unknown emails and wrong passwords answer alike. After"
                                   " LOCKY_LOGIN_MAX_FAILURES (5) failures for one email within"
                                   " LOCKY_LOGIN_WINDOW (15 minutes), 429 with Retry-After, the right"
                                   " password included: the email is locked for 1/16 of the window,"
@@ -169,8 +194,11 @@ def routes(context) -> list[Route]:
                       description="Only the fields present change. Changing your own password or email needs"
                                   " current_password (checked and counted like a login: 429 when the login"
                                   " throttle is spent). A new password ends every other login of the user;"
-                                  " a password or email set by an admin ends all of them."),
+                                  " a password or email set by an admin ends all of them. A new email is"
+                                  " unverified (email_verified false) and gets a verification message."
+                                  " disabled: admins only (403 otherwise), never on oneself (400); true"
+                                  " ends every login of the user."),
             Operation("delete", "Delete a user (soft): memberships and tokens end too", tag, status=204,
                       errors=(401, 403, 404, 503)),
         )),
-    ]
+    ] + account_routes

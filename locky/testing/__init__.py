@@ -12,7 +12,11 @@ Fixtures:
 - ``locky_plugins``: extra plugin objects for the app (empty by default).
 - ``locky_app``: the app, closed after the test.
 - ``locky_client``: a :class:`LockyClient` over Falcon's test client.
-- ``locky_user`` / ``locky_admin``: a registered, logged-in plain user and admin.
+- ``locky_user`` / ``locky_admin``: a registered, logged-in plain user and admin (the
+  admin's address verified: an admin email makes an admin only then).
+- Mail: the ``file`` mailer writes to ``tmp_path / "mail"``; ``locky_client.mailbox`` is
+  a :class:`MailBox` over it and ``locky_client.verify(email)`` proves an address with
+  the code sent to it.
 - ``locky_app_factory``: ``make(plugin_objects=None, **settings)`` builds more apps in one test
   (on the test's database unless ``database_url`` is given), closed after it: two apps
   on one database stand for two hosts, or for a restart with other settings.
@@ -24,6 +28,7 @@ The storage contract suite for storage plugins is
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -32,6 +37,7 @@ from falcon import testing
 
 from locky.app import LockyApp, create_app
 from locky.settings import Settings
+from locky.testing.mail import MailBox
 
 TEST_SECRET = "locky-test-secret-0123456789-abcdefghijklmnop"
 ADMIN_EMAIL = "admin@example.com"
@@ -71,9 +77,24 @@ class LockyClient(testing.TestClient):
         assert result.status_code == 200, result.text
         return result.json
 
-    def account(self, email: str, password: str = PASSWORD, name: str | None = None) -> Account:
-        """Register ``email`` and log it in."""
+    @property
+    def mailbox(self) -> MailBox:
+        """The messages the app's ``file`` mailer wrote."""
+        return MailBox(self.app.context.settings.mail_path)
+
+    def verify(self, email: str, timeout: float = 10.0) -> None:
+        """Prove ``email`` with the code of the newest verification message sent to it."""
+        message = self.mailbox.wait(email, "verify", timeout=timeout)
+        result = self.simulate_post("/v1/public/users/verify", json={"token": MailBox.token(message)})
+        assert result.status_code == 204, result.text
+
+    def account(self, email: str, password: str = PASSWORD, name: str | None = None,
+                verified: bool = False) -> Account:
+        """Register ``email`` (and prove it, when ``verified``), then log it in."""
         user = self.register(email, password, name)
+        if verified:
+            self.verify(email)
+            user = {**user, "email_verified": True}
         tokens = self.login(email, password)
         return Account(
             id=user["id"], uuid=user["uuid"], email=user["email"], password=password,
@@ -96,7 +117,12 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
         "admin_emails": (ADMIN_EMAIL,),
     }
     values.update(overrides)
-    return Settings.from_mapping(values)
+    settings = Settings.from_mapping(values)
+    if not settings.mail_dir and settings.sqlite_path is None:
+        # Mail of an app on a server database (or SQLite in memory) goes to a folder of
+        # its own, never to ./mail of whoever runs the tests.
+        settings = settings.replace(mail_dir=tempfile.mkdtemp(prefix="locky-test-mail-"))
+    return settings
 
 
 @pytest.fixture(scope="session")
@@ -124,8 +150,14 @@ def locky_database_url(tmp_path, locky_scratch_database) -> str:
 
 
 @pytest.fixture
-def locky_settings(locky_database_url) -> Settings:
-    return make_settings(locky_database_url)
+def locky_mail_dir(tmp_path) -> str:
+    """Where the test apps' ``file`` mailer writes."""
+    return str(tmp_path / "mail")
+
+
+@pytest.fixture
+def locky_settings(locky_database_url, locky_mail_dir) -> Settings:
+    return make_settings(locky_database_url, mail_dir=locky_mail_dir)
 
 
 @pytest.fixture
@@ -154,11 +186,11 @@ def locky_user(locky_client) -> Account:
 
 @pytest.fixture
 def locky_admin(locky_client) -> Account:
-    return locky_client.account(ADMIN_EMAIL)
+    return locky_client.account(ADMIN_EMAIL, verified=True)
 
 
 @pytest.fixture
-def locky_app_factory(locky_database_url, locky_plugins) -> Iterator[Any]:
+def locky_app_factory(locky_database_url, locky_plugins, locky_mail_dir) -> Iterator[Any]:
     """``make(plugin_objects=None, **settings) -> LockyApp``: more apps for one test.
 
     Settings are :func:`make_settings` with ``settings`` applied (``database_url``
@@ -170,6 +202,7 @@ def locky_app_factory(locky_database_url, locky_plugins) -> Iterator[Any]:
 
     def make(plugin_objects: Any = None, **overrides: Any) -> LockyApp:
         database_url = overrides.pop("database_url", locky_database_url)
+        overrides.setdefault("mail_dir", locky_mail_dir)
         app = create_app(make_settings(database_url, **overrides),
                          plugins=locky_plugins if plugin_objects is None else plugin_objects)
         apps.append(app)

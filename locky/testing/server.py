@@ -30,6 +30,8 @@ class ServerProcess:
     url: str
     process: subprocess.Popen
     log_path: Path
+    #: Where the server's ``file`` mailer writes (``LOCKY_MAIL_DIR``).
+    mail_dir: Path | None = None
 
     def request(self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None):
         """``(status, headers, parsed JSON or None)`` of one HTTP request."""
@@ -50,6 +52,15 @@ class ServerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def verify(self, email: str, timeout: float = 15.0) -> None:
+        """Prove ``email`` with the code of the newest verification message the server
+        mailed to it (an admin email makes an admin only then)."""
+        from locky.testing.mail import MailBox
+
+        message = MailBox(self.mail_dir).wait(email, "verify", timeout=timeout)
+        status, _, body = self.request("POST", "/v1/public/users/verify", {"token": MailBox.token(message)})
+        assert status == 204, body
+
 
 @contextmanager
 def locky_server(
@@ -65,12 +76,14 @@ def locky_server(
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / f"server-{port}.log"
     full_env = {**os.environ, **(env or {})}
+    full_env.setdefault("LOCKY_MAIL_DIR", str(workdir / "mail"))
     command = [sys.executable, "-m", "locky.cli.main", "serve", "--host", "127.0.0.1",
                "--port", str(port), "--workers", str(workers)]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=workdir, env=full_env, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True)
-    server = ServerProcess(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
+    server = ServerProcess(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path,
+                           mail_dir=Path(full_env["LOCKY_MAIL_DIR"]))
     try:
         deadline = time.monotonic() + startup_timeout
         while True:

@@ -19,6 +19,9 @@ The suite speaks only the ``Storage`` protocol: records in and out are
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import re
 import threading
 import time
@@ -30,7 +33,9 @@ import pytest
 
 from locky.errors import Conflict, Forbidden, Invalid, NotFound
 from locky.providers import BuiltinRole, Migration, SchemaState, Storage
-from locky.records import Authenticated, Group, Member, Page, Permission, Role, User
+from locky.records import (
+    Authenticated, Code, Group, Letter, Member, Page, Permission, SigningKey, TotpState, User,
+)
 
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 BUILTIN = (
@@ -43,6 +48,17 @@ BUILTIN = (
 def utc(moment: datetime) -> datetime:
     """``moment`` as an aware UTC datetime (naive ones are taken as UTC)."""
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
+
+
+def utcnow() -> datetime:
+    """Now as the stores take times (``now``, ``since``, ``expires_at``, ``due_at``):
+    a naive UTC datetime."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def digest(text: str) -> str:
+    """A code hash as Locky stores it: SHA-256 hex."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def run_together(count: int, call: Callable[[int], Any]) -> list[Any]:
@@ -644,6 +660,17 @@ class StorageContract:
         assert seeded.grants.roles_of(ada.uuid) == frozenset()
         assert seeded.members.count(role="auditor") == 0
 
+    def test_grant_holders(self, storage):
+        ada, bob = self.user(storage), self.user(storage, "bob@example.com", "Bob")
+        assert storage.grants.holders("admin") == []
+        storage.grants.grant(ada.uuid, "admin")
+        storage.grants.grant(bob.uuid, "admin")
+        storage.grants.grant(bob.uuid, "auditor")
+        assert sorted(storage.grants.holders("admin")) == sorted([ada.uuid, bob.uuid])
+        assert storage.grants.holders("auditor") == [bob.uuid]
+        storage.grants.revoke(ada.uuid, "admin")
+        assert storage.grants.holders("admin") == [bob.uuid]
+
     # -- sessions ---------------------------------------------------------------
 
     SESSION = "22222222-2222-4222-8222-222222222222"
@@ -820,3 +847,538 @@ class StorageContract:
         user = self.user(storage)
         results = run_together(6, lambda i: storage.grants.grant(user.uuid, "admin"))
         assert results.count(True) == 1 and results.count(False) == 5, results
+
+    # -- account lifecycle: users (CONTRACT §11) ---------------------------------
+
+    def test_new_users_have_the_lifecycle_flags_off(self, storage):
+        user = self.user(storage)
+        for found in (user, storage.users.get(user.id), storage.users.get_by_uuid(user.uuid),
+                      storage.users.get_by_email(user.email), storage.users.list().items[0]):
+            assert (found.email_verified, found.disabled, found.mfa_enabled) == (False, False, False), found
+
+    def test_user_update_sets_email_verified_and_disabled(self, storage):
+        user = self.user(storage)
+        verified = storage.users.update(user.id, email_verified=True)
+        assert (verified.email_verified, verified.disabled) == (True, False)
+        assert storage.users.get(user.id).email_verified is True
+        disabled = storage.users.update(user.id, disabled=True)
+        assert (disabled.email_verified, disabled.disabled, disabled.mfa_enabled) == (True, True, False)
+        assert storage.users.get(user.id).disabled is True
+        assert storage.users.get_by_email(user.email).disabled is True
+        enabled = storage.users.update(user.id, disabled=False, name="Ada L.")
+        assert (enabled.name, enabled.email_verified, enabled.disabled) == ("Ada L.", True, False)
+        assert storage.users.get(user.id) == enabled
+
+    def test_a_new_email_clears_email_verified(self, storage):
+        user = self.user(storage)
+        storage.users.update(user.id, email_verified=True)
+        # The same address, another field: still verified.
+        assert storage.users.update(user.id, email="ada@example.com").email_verified is True
+        assert storage.users.update(user.id, name="Ada L.").email_verified is True
+        assert storage.users.update(user.id, password_hash="new-hash").email_verified is True
+        moved = storage.users.update(user.id, email="ada.l@example.com")
+        assert (moved.email, moved.email_verified) == ("ada.l@example.com", False)
+        assert storage.users.get(user.id).email_verified is False
+        # Unless the same call sets it.
+        storage.users.update(user.id, email_verified=True)
+        proved = storage.users.update(user.id, email="ada.lovelace@example.com", email_verified=True)
+        assert (proved.email, proved.email_verified) == ("ada.lovelace@example.com", True)
+        assert storage.users.get(user.id).email_verified is True
+        # A change refused as a conflict changes nothing, the flag included.
+        self.user(storage, "bob@example.com", "Bob")
+        with pytest.raises(Conflict):
+            storage.users.update(user.id, email="bob@example.com")
+        assert storage.users.get(user.id) == proved
+
+    def test_mark_verified(self, storage):
+        user = self.user(storage)
+        other = self.user(storage, "bob@example.com", "Bob")
+        marked = storage.users.mark_verified(user.uuid, "ada@example.com")
+        assert isinstance(marked, User)
+        assert (marked.id, marked.uuid, marked.email, marked.email_verified) == (
+            user.id, user.uuid, "ada@example.com", True)
+        assert storage.users.get(user.id) == marked
+        again = storage.users.mark_verified(user.uuid, "ada@example.com")  # a second time: still verified
+        assert again is not None and again.email_verified is True
+        assert storage.users.get(other.id).email_verified is False
+
+    def test_mark_verified_with_a_stale_email_changes_nothing(self, storage):
+        user = self.user(storage)
+        moved = storage.users.update(user.id, email="ada.l@example.com")
+        assert storage.users.mark_verified(user.uuid, "ada@example.com") is None
+        assert storage.users.get(user.id) == moved and moved.email_verified is False
+        assert storage.users.mark_verified("00000000-0000-4000-8000-000000000000", "ada.l@example.com") is None
+        assert storage.users.mark_verified(user.uuid, "ada.l@example.com").email_verified is True
+        storage.users.delete(user.id)
+        assert storage.users.mark_verified(user.uuid, "ada.l@example.com") is None
+
+    # -- codes ------------------------------------------------------------------
+
+    def test_code_add_and_find(self, storage):
+        user = self.user(storage)
+        before = datetime.now(timezone.utc)
+        expires = (utcnow() + timedelta(hours=1)).replace(microsecond=0)
+        code = storage.codes.add(code_hash=digest("one"), purpose="verify", user_uuid=user.uuid,
+                                 email="ada@example.com", expires_at=expires)
+        assert isinstance(code, Code)
+        assert (code.code_hash, code.purpose, code.user_uuid, code.email, code.used_at) == (
+            digest("one"), "verify", user.uuid, "ada@example.com", None)
+        assert utc(code.expires_at) == utc(expires)
+        assert before - timedelta(seconds=2) <= utc(code.created_at) <= datetime.now(timezone.utc) + timedelta(seconds=2)
+        found = storage.codes.find(digest("one"), "verify", now=utcnow())
+        assert found == code
+        assert storage.codes.find(digest("two"), "verify", now=utcnow()) is None
+
+    def test_code_find_respects_purpose_and_expiry(self, storage):
+        user = self.user(storage)
+        expires = (utcnow() + timedelta(minutes=30)).replace(microsecond=0)
+        storage.codes.add(code_hash=digest("one"), purpose="reset", user_uuid=user.uuid,
+                          email=user.email, expires_at=expires)
+        assert storage.codes.find(digest("one"), "verify", now=utcnow()) is None
+        assert storage.codes.find(digest("one"), "mfa", now=utcnow()) is None
+        assert storage.codes.find(digest("one"), "reset", now=expires - timedelta(seconds=1)).purpose == "reset"
+        assert storage.codes.find(digest("one"), "reset", now=expires) is None  # it must expire *after* now
+        assert storage.codes.find(digest("one"), "reset", now=expires + timedelta(seconds=1)) is None
+        assert storage.codes.use(digest("one"), "reset", now=expires + timedelta(seconds=1)) is None
+        assert storage.codes.use(digest("one"), "verify", now=utcnow()) is None
+        # Neither refused use spent it.
+        assert storage.codes.find(digest("one"), "reset", now=utcnow()) is not None
+
+    def test_code_is_used_once(self, storage):
+        user = self.user(storage)
+        code = storage.codes.add(code_hash=digest("one"), purpose="verify", user_uuid=user.uuid,
+                                 email=user.email, expires_at=utcnow() + timedelta(hours=1))
+        used = storage.codes.use(digest("one"), "verify", now=utcnow())
+        assert isinstance(used, Code) and used.used_at is not None
+        assert (used.code_hash, used.purpose, used.user_uuid, used.email) == (
+            code.code_hash, code.purpose, code.user_uuid, code.email)
+        assert utc(used.expires_at) == utc(code.expires_at)
+        assert storage.codes.find(digest("one"), "verify", now=utcnow()) is None
+        assert storage.codes.use(digest("one"), "verify", now=utcnow()) is None
+
+    def test_concurrent_uses_of_one_code_let_one_through(self, storage):
+        user = self.user(storage)
+        storage.codes.add(code_hash=digest("race"), purpose="reset", user_uuid=user.uuid,
+                          email=user.email, expires_at=utcnow() + timedelta(hours=1))
+        results = run_together(8, lambda i: storage.codes.use(digest("race"), "reset", now=utcnow()))
+        assert len([r for r in results if isinstance(r, Code)]) == 1, results
+        assert results.count(None) == 7, results
+
+    def test_code_count_since(self, storage):
+        ada = self.user(storage)
+        bob = self.user(storage, "bob@example.com", "Bob")
+        start = utcnow() - timedelta(seconds=1)
+        expires = utcnow() + timedelta(hours=1)
+        for n, (user, purpose) in enumerate([(ada, "reset"), (ada, "reset"), (ada, "verify"), (bob, "reset")]):
+            storage.codes.add(code_hash=digest(f"c{n}"), purpose=purpose, user_uuid=user.uuid,
+                              email=user.email, expires_at=expires)
+        storage.codes.use(digest("c0"), "reset", now=utcnow())  # used codes count too
+        assert storage.codes.count_since(ada.uuid, "reset", start) == 2
+        assert storage.codes.count_since(ada.uuid, "verify", start) == 1
+        assert storage.codes.count_since(ada.uuid, "mfa", start) == 0
+        assert storage.codes.count_since(bob.uuid, "reset", start) == 1
+        assert storage.codes.count_since(ada.uuid, "reset", utcnow() + timedelta(minutes=5)) == 0
+        assert storage.codes.count_since("00000000-0000-4000-8000-000000000000", "reset", start) == 0
+
+    def test_adding_a_code_prunes_codes_expired_a_day_ago(self, storage):
+        user = self.user(storage)
+        now = utcnow()
+        for name, expires in (("old", now - timedelta(days=2)), ("recent", now - timedelta(hours=1))):
+            storage.codes.add(code_hash=digest(name), purpose="verify", user_uuid=user.uuid,
+                              email=user.email, expires_at=expires)
+        storage.codes.add(code_hash=digest("fresh"), purpose="verify", user_uuid=user.uuid,
+                          email=user.email, expires_at=now + timedelta(hours=1))
+        # Looked up as of a moment before they expired: the old one is gone, not just expired.
+        assert storage.codes.find(digest("old"), "verify", now=now - timedelta(days=3)) is None
+        assert storage.codes.find(digest("recent"), "verify", now=now - timedelta(hours=2)) is not None
+        assert storage.codes.find(digest("fresh"), "verify", now=now) is not None
+
+    # -- outbox -----------------------------------------------------------------
+
+    def test_outbox_put_and_claim(self, storage):
+        user = self.user(storage)
+        before = datetime.now(timezone.utc)
+        first = storage.outbox.put(purpose="verify", email="ada@example.com", user_uuid=user.uuid)
+        second = storage.outbox.put(purpose="reset", email="nobody@example.com")
+        assert isinstance(first, Letter) and isinstance(first.id, int) and first.id > 0
+        assert (first.purpose, first.email, first.user_uuid, first.attempts) == (
+            "verify", "ada@example.com", user.uuid, 0)
+        assert (second.purpose, second.email, second.user_uuid, second.attempts) == (
+            "reset", "nobody@example.com", "", 0)
+        assert second.id != first.id
+        assert before - timedelta(seconds=2) <= utc(first.created_at) <= datetime.now(timezone.utc) + timedelta(seconds=2)
+        assert storage.outbox.pending() == 2
+        claimed = storage.outbox.claim(now=utcnow(), lease=60)
+        assert claimed == [dataclasses.replace(first, attempts=1), dataclasses.replace(second, attempts=1)]
+        assert storage.outbox.claim(now=utcnow(), lease=60) == []  # both are held
+        assert storage.outbox.pending() == 2  # held letters still wait
+
+    def test_outbox_claim_honours_due_at_and_limit(self, storage):
+        letters = [storage.outbox.put(purpose="verify", email=f"u{i}@example.com") for i in range(3)]
+        # A minute ago none was due yet.
+        assert storage.outbox.claim(now=utcnow() - timedelta(minutes=1), lease=60) == []
+        now = utcnow()
+        assert [l.id for l in storage.outbox.claim(now=now, lease=60, limit=2)] == [l.id for l in letters[:2]]
+        assert [l.id for l in storage.outbox.claim(now=now, lease=60, limit=2)] == [letters[2].id]
+        assert storage.outbox.claim(now=now, lease=60, limit=2) == []
+
+    def test_outbox_lease_lets_a_letter_go_when_it_ends(self, storage):
+        letter = storage.outbox.put(purpose="reset", email="ada@example.com")
+        now = utcnow()
+        assert [(l.id, l.attempts) for l in storage.outbox.claim(now=now, lease=30)] == [(letter.id, 1)]
+        assert storage.outbox.claim(now=now + timedelta(seconds=29), lease=30) == []
+        later = now + timedelta(seconds=31)  # the sender died: its lease ended
+        assert [(l.id, l.attempts) for l in storage.outbox.claim(now=later, lease=30)] == [(letter.id, 2)]
+        assert storage.outbox.claim(now=later, lease=30) == []
+        assert [l.attempts for l in storage.outbox.claim(now=later + timedelta(seconds=31), lease=30)] == [3]
+        assert storage.outbox.pending() == 1
+
+    def test_outbox_retry_makes_a_letter_due_at_the_given_time(self, storage):
+        letter = storage.outbox.put(purpose="verify", email="ada@example.com")
+        now = utcnow()
+        assert [l.attempts for l in storage.outbox.claim(now=now, lease=30)] == [1]
+        storage.outbox.retry(letter.id, due_at=now + timedelta(seconds=120))
+        # The lease has ended, but the letter is not due yet.
+        assert storage.outbox.claim(now=now + timedelta(seconds=60), lease=30) == []
+        assert [(l.id, l.attempts) for l in storage.outbox.claim(now=now + timedelta(seconds=121), lease=300)] == [
+            (letter.id, 2)]
+        # retry releases the letter: due again at once though the lease would run on.
+        storage.outbox.retry(letter.id, due_at=now + timedelta(seconds=122))
+        assert [l.attempts for l in storage.outbox.claim(now=now + timedelta(seconds=123), lease=300)] == [3]
+        assert storage.outbox.pending() == 1
+
+    def test_outbox_done_forgets_a_letter(self, storage):
+        first = storage.outbox.put(purpose="verify", email="ada@example.com")
+        second = storage.outbox.put(purpose="verify", email="bob@example.com")
+        now = utcnow()
+        assert len(storage.outbox.claim(now=now, lease=30)) == 2
+        storage.outbox.done(first.id)
+        assert storage.outbox.pending() == 1
+        assert [l.id for l in storage.outbox.claim(now=now + timedelta(hours=1), lease=30)] == [second.id]
+        storage.outbox.done(second.id)
+        assert storage.outbox.pending() == 0
+        assert storage.outbox.claim(now=now + timedelta(days=1), lease=30) == []
+
+    def test_concurrent_claims_never_share_a_letter(self, storage):
+        letters = [storage.outbox.put(purpose="verify", email=f"u{i}@example.com") for i in range(20)]
+        now = utcnow()
+        results = run_together(8, lambda i: storage.outbox.claim(now=now, lease=60, limit=5))
+        assert not [r for r in results if isinstance(r, Exception)], results
+        ids = [letter.id for result in results for letter in result]
+        assert len(ids) == len(set(ids)), results
+        ids += [letter.id for letter in storage.outbox.claim(now=now, lease=60, limit=20)]
+        assert sorted(ids) == sorted(letter.id for letter in letters)
+        # Each letter was claimed once: its lease is the first, its attempts one.
+        again = storage.outbox.claim(now=now + timedelta(seconds=61), lease=60, limit=20)
+        assert sorted((l.id, l.attempts) for l in again) == sorted((l.id, 2) for l in letters)
+
+    # -- TOTP -------------------------------------------------------------------
+
+    RECOVERY = tuple(digest(f"recovery-{n}") for n in range(3))
+
+    def confirmed_totp(self, storage, user: User, step: int = 1000) -> User:
+        assert storage.totp.begin(user.uuid, "sealed-secret") is True
+        return storage.totp.confirm(user.uuid, step=step, recovery_hashes=self.RECOVERY)
+
+    def test_totp_begin_replaces_a_pending_secret(self, storage):
+        user = self.user(storage)
+        assert storage.totp.get(user.uuid) is None
+        assert storage.totp.begin(user.uuid, "sealed-one") is True
+        state = storage.totp.get(user.uuid)
+        assert isinstance(state, TotpState)
+        assert (state.user_uuid, state.secret, state.confirmed, tuple(state.recovery_hashes)) == (
+            user.uuid, "sealed-one", False, ())
+        assert storage.totp.begin(user.uuid, "sealed-two") is True
+        assert (storage.totp.get(user.uuid).secret, storage.totp.get(user.uuid).confirmed) == ("sealed-two", False)
+        assert storage.users.get(user.id).mfa_enabled is False
+
+    def test_totp_confirm_enables_mfa(self, storage):
+        user = self.user(storage)
+        other = self.user(storage, "bob@example.com", "Bob")
+        storage.totp.begin(user.uuid, "sealed-secret")
+        confirmed = storage.totp.confirm(user.uuid, step=1000, recovery_hashes=iter(self.RECOVERY))
+        assert isinstance(confirmed, User)
+        assert (confirmed.id, confirmed.uuid, confirmed.mfa_enabled) == (user.id, user.uuid, True)
+        assert storage.users.get(user.id).mfa_enabled is True
+        assert storage.users.get(user.id) == confirmed
+        assert storage.users.get(other.id).mfa_enabled is False
+        state = storage.totp.get(user.uuid)
+        assert (state.secret, state.confirmed, state.last_step) == ("sealed-secret", True, 1000)
+        assert sorted(state.recovery_hashes) == sorted(self.RECOVERY)
+        # Confirmed: a new secret is refused and nothing changes; no second confirmation.
+        assert storage.totp.begin(user.uuid, "sealed-other") is False
+        assert storage.totp.get(user.uuid) == state
+        assert storage.totp.confirm(user.uuid, step=2000, recovery_hashes=()) is None
+        assert storage.totp.get(user.uuid) == state
+
+    def test_totp_confirm_needs_a_pending_secret(self, storage):
+        user = self.user(storage)
+        assert storage.totp.confirm(user.uuid, step=1000, recovery_hashes=self.RECOVERY) is None
+        assert storage.totp.get(user.uuid) is None
+        assert storage.users.get(user.id).mfa_enabled is False
+
+    def test_totp_use_step_accepts_each_step_once(self, storage):
+        user = self.user(storage)
+        self.confirmed_totp(storage, user, step=1000)
+        assert storage.totp.use_step(user.uuid, 1000) is False  # the confirming code
+        assert storage.totp.use_step(user.uuid, 999) is False
+        assert storage.totp.use_step(user.uuid, 1001) is True
+        assert storage.totp.use_step(user.uuid, 1001) is False
+        assert storage.totp.use_step(user.uuid, 1003) is True
+        assert storage.totp.use_step(user.uuid, 1002) is False  # before the last one
+        assert storage.totp.get(user.uuid).last_step == 1003
+        nobody = self.user(storage, "bob@example.com", "Bob")
+        assert storage.totp.use_step(nobody.uuid, 5000) is False
+
+    def test_concurrent_uses_of_one_step_let_one_through(self, storage):
+        user = self.user(storage)
+        self.confirmed_totp(storage, user, step=1000)
+        results = run_together(8, lambda i: storage.totp.use_step(user.uuid, 1001))
+        assert results.count(True) == 1 and results.count(False) == 7, results
+        assert storage.totp.get(user.uuid).last_step == 1001
+
+    def test_totp_recovery_codes_work_once(self, storage):
+        user = self.user(storage)
+        bob = self.user(storage, "bob@example.com", "Bob")
+        assert storage.totp.use_recovery(user.uuid, self.RECOVERY[0]) is False  # no TOTP at all
+        self.confirmed_totp(storage, user)
+        assert storage.totp.use_recovery(user.uuid, self.RECOVERY[0]) is True
+        assert storage.totp.use_recovery(user.uuid, self.RECOVERY[0]) is False
+        assert storage.totp.use_recovery(user.uuid, digest("never issued")) is False
+        assert storage.totp.use_recovery(bob.uuid, self.RECOVERY[1]) is False  # another user's
+        assert sorted(storage.totp.get(user.uuid).recovery_hashes) == sorted(self.RECOVERY[1:])
+        assert storage.totp.use_recovery(user.uuid, self.RECOVERY[2]) is True
+        assert storage.totp.get(user.uuid).confirmed is True
+
+    def test_concurrent_uses_of_one_recovery_code_let_one_through(self, storage):
+        user = self.user(storage)
+        self.confirmed_totp(storage, user)
+        results = run_together(8, lambda i: storage.totp.use_recovery(user.uuid, self.RECOVERY[1]))
+        assert results.count(True) == 1 and results.count(False) == 7, results
+
+    def test_totp_remove_clears_mfa(self, storage):
+        user = self.user(storage)
+        self.confirmed_totp(storage, user)
+        removed = storage.totp.remove(user.uuid)
+        assert isinstance(removed, User) and (removed.id, removed.mfa_enabled) == (user.id, False)
+        assert storage.users.get(user.id).mfa_enabled is False
+        assert storage.totp.get(user.uuid) is None
+        assert storage.totp.remove(user.uuid) is None
+        assert storage.totp.use_step(user.uuid, 5000) is False
+        # A pending secret can be removed too, and a new one begun after.
+        assert storage.totp.begin(user.uuid, "sealed-again") is True
+        assert storage.totp.remove(user.uuid).mfa_enabled is False
+        assert storage.totp.get(user.uuid) is None
+        assert storage.totp.begin(user.uuid, "sealed-third") is True
+
+    # -- signing keys -------------------------------------------------------------
+
+    @staticmethod
+    def signing_key(kid: str, *, alg: str = "ES256", created_at: datetime | None = None) -> SigningKey:
+        """A key as the core makes it: a public JWK as JSON text (keys in the core's order,
+        not sorted) and a sealed private half, opaque to storage (a sealed RSA key runs to
+        a few kilobytes). ``created_at`` naive UTC, with microseconds."""
+        if alg == "RS256":
+            jwk = {"kty": "RSA", "kid": kid, "alg": alg, "use": "sig", "n": "u1SU1LfVLPHCozMxH2Mo" * 18, "e": "AQAB"}
+        else:
+            jwk = {"kty": "EC", "kid": kid, "alg": alg, "use": "sig", "crv": "P-256",
+                   "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU", "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}
+        sealed = "locky-sealed:v1:" + digest(kid) + ":" + "gAAAAABmZ-Q3_x9+/k=" * (120 if alg == "RS256" else 16)
+        return SigningKey(kid=kid, alg=alg, public_jwk=json.dumps(jwk), private_key=sealed,
+                          created_at=created_at if created_at is not None else utcnow())
+
+    @staticmethod
+    def key_fields(key: SigningKey) -> tuple:
+        """Every field, times as aware UTC (naive and aware ones compare alike)."""
+        return (key.kid, key.alg, key.public_jwk, key.private_key, utc(key.created_at),
+                None if key.retired_at is None else utc(key.retired_at))
+
+    def test_an_empty_key_store_has_no_key(self, storage):
+        assert storage.keys.active() is None
+        assert storage.keys.all() == []
+        assert storage.keys.prune(utcnow() + timedelta(days=365)) == 0
+
+    def test_key_rotation_retires_the_replaced_key(self, storage):
+        k1 = self.signing_key("k1", created_at=utcnow() - timedelta(days=1))
+        first = storage.keys.rotate(k1, replacing=None)
+        assert isinstance(first, SigningKey) and self.key_fields(first) == self.key_fields(k1)
+        assert self.key_fields(storage.keys.active()) == self.key_fields(k1)
+        assert [self.key_fields(k) for k in storage.keys.all()] == [self.key_fields(k1)]
+
+        before = datetime.now(timezone.utc)
+        k2 = self.signing_key("k2")
+        second = storage.keys.rotate(k2, replacing="k1")
+        after = datetime.now(timezone.utc)
+        assert isinstance(second, SigningKey) and self.key_fields(second) == self.key_fields(k2)
+        assert self.key_fields(storage.keys.active()) == self.key_fields(k2)
+        old, new = storage.keys.all()
+        assert self.key_fields(new) == self.key_fields(k2) and new.retired_at is None
+        # k1 is kept, retired now (or as of k2's creation): it still verifies what it signed.
+        assert old.retired_at is not None
+        assert self.key_fields(old)[:5] == self.key_fields(k1)[:5]
+        assert before - timedelta(seconds=2) <= utc(old.retired_at) <= after + timedelta(seconds=2)
+        assert utc(old.retired_at) >= utc(k1.created_at)
+
+    def test_a_stale_key_rotation_changes_nothing(self, storage):
+        k1 = self.signing_key("k1", created_at=utcnow() - timedelta(days=1))
+        storage.keys.rotate(k1, replacing=None)
+        k2 = self.signing_key("k2")
+        storage.keys.rotate(k2, replacing="k1")
+        stored = [self.key_fields(k) for k in storage.keys.all()]
+
+        # Another process rotated k1 away already: its key stays, and is the answer.
+        stale = storage.keys.rotate(self.signing_key("k3"), replacing="k1")
+        assert isinstance(stale, SigningKey) and self.key_fields(stale) == self.key_fields(k2)
+        # "No key yet" is stale too once a key is active.
+        first = storage.keys.rotate(self.signing_key("kx"), replacing=None)
+        assert isinstance(first, SigningKey) and self.key_fields(first) == self.key_fields(k2)
+        assert self.key_fields(storage.keys.active()) == self.key_fields(k2)
+        assert [self.key_fields(k) for k in storage.keys.all()] == stored
+
+    def test_concurrent_key_rotations_agree_on_one_key(self, storage):
+        k1 = self.signing_key("k1", created_at=utcnow() - timedelta(days=1))
+        storage.keys.rotate(k1, replacing=None)
+        candidates = [self.signing_key(f"race-{i}") for i in range(8)]
+        results = run_together(8, lambda i: storage.keys.rotate(candidates[i], replacing="k1"))
+        assert all(isinstance(r, SigningKey) for r in results), results
+        winners = {self.key_fields(r) for r in results}
+        assert len(winners) == 1, results  # every host signs with the same key
+        winner = results[0]
+        assert winner.kid in {c.kid for c in candidates} and winner.retired_at is None
+        assert self.key_fields(winner) == self.key_fields(next(c for c in candidates if c.kid == winner.kid))
+        assert self.key_fields(storage.keys.active()) == self.key_fields(winner)
+        stored = storage.keys.all()
+        assert [k.kid for k in stored] == ["k1", winner.kid]  # the losers' keys were not kept
+        assert [k.retired_at is None for k in stored] == [False, True]
+
+    def test_concurrent_first_key_rotations_agree_on_one_key(self, storage):
+        candidates = [self.signing_key(f"first-{i}") for i in range(8)]
+        results = run_together(8, lambda i: storage.keys.rotate(candidates[i], replacing=None))
+        assert all(isinstance(r, SigningKey) for r in results), results
+        assert len({self.key_fields(r) for r in results}) == 1, results
+        winner = results[0]
+        assert winner.kid in {c.kid for c in candidates} and winner.retired_at is None
+        assert self.key_fields(storage.keys.active()) == self.key_fields(winner)
+        assert [self.key_fields(k) for k in storage.keys.all()] == [self.key_fields(winner)]
+
+    def test_signing_keys_round_trip_oldest_first(self, storage):
+        base = utcnow().replace(microsecond=0) - timedelta(days=3)
+        keys = [
+            self.signing_key("es-1", created_at=base + timedelta(microseconds=123457)),
+            self.signing_key("rs-2", alg="RS256", created_at=base + timedelta(days=1, microseconds=1)),
+            self.signing_key("ed-3", alg="EdDSA", created_at=base + timedelta(days=2, microseconds=999999)),
+        ]
+        replacing = None
+        for key in keys:
+            assert storage.keys.rotate(key, replacing=replacing).kid == key.kid
+            replacing = key.kid
+        stored = storage.keys.all()
+        assert all(isinstance(k, SigningKey) for k in stored)
+        assert [k.kid for k in stored] == ["es-1", "rs-2", "ed-3"]
+        for made, kept in zip(keys, stored):
+            # Texts exactly as handed in (storage never parses or re-serializes them),
+            # times to the microsecond.
+            assert (kept.kid, kept.alg, kept.public_jwk, kept.private_key) == (
+                made.kid, made.alg, made.public_jwk, made.private_key)
+            assert utc(kept.created_at) == utc(made.created_at)
+        assert len(stored[1].private_key) > 2000
+        assert json.loads(stored[0].public_jwk)["kid"] == "es-1"
+        assert [k.retired_at is None for k in stored] == [False, False, True]
+        # A retired key's retired_at reads back the same each time.
+        again = storage.keys.all()
+        assert [self.key_fields(k) for k in again] == [self.key_fields(k) for k in stored]
+        assert self.key_fields(storage.keys.active()) == self.key_fields(stored[2])
+
+    def test_key_prune_deletes_only_keys_retired_before(self, storage):
+        storage.keys.rotate(self.signing_key("k1", created_at=utcnow() - timedelta(days=2)), replacing=None)
+        storage.keys.rotate(self.signing_key("k2"), replacing="k1")
+        time.sleep(0.2)
+        middle = utcnow()
+        time.sleep(0.2)
+        storage.keys.rotate(self.signing_key("k3"), replacing="k2")
+        k1, k2, k3 = storage.keys.all()
+        assert utc(k1.retired_at) < utc(middle) < utc(k2.retired_at) and k3.retired_at is None
+
+        assert storage.keys.prune(middle - timedelta(days=1)) == 0
+        # Strictly before: a key retired at the very moment stays.
+        assert storage.keys.prune(utc(k1.retired_at).replace(tzinfo=None)) == 0
+        assert [k.kid for k in storage.keys.all()] == ["k1", "k2", "k3"]
+        assert storage.keys.prune(middle) == 1
+        assert [self.key_fields(k) for k in storage.keys.all()] == [self.key_fields(k2), self.key_fields(k3)]
+        # However late the moment, the active key is never pruned.
+        assert storage.keys.prune(utcnow() + timedelta(days=3650)) == 1
+        assert [self.key_fields(k) for k in storage.keys.all()] == [self.key_fields(k3)]
+        assert self.key_fields(storage.keys.active()) == self.key_fields(k3)
+        assert storage.keys.prune(utcnow() + timedelta(days=3650)) == 0
+        # Rotation goes on from the survivor.
+        assert storage.keys.rotate(self.signing_key("k4"), replacing="k3").kid == "k4"
+
+    def test_atomic_undoes_a_key_rotation(self, storage):
+        k1 = self.signing_key("k1", created_at=utcnow() - timedelta(days=1))
+        storage.keys.rotate(k1, replacing=None)
+        with pytest.raises(RuntimeError):
+            with storage.atomic():
+                assert storage.keys.rotate(self.signing_key("k2"), replacing="k1").kid == "k2"
+                assert storage.keys.active().kid == "k2"  # the block reads its own writes
+                raise RuntimeError("the block fails")
+        assert [self.key_fields(k) for k in storage.keys.all()] == [self.key_fields(k1)]
+        assert storage.keys.rotate(self.signing_key("k2"), replacing="k1").kid == "k2"
+
+    # -- atomic blocks ------------------------------------------------------------
+
+    def test_atomic_keeps_the_writes_of_every_store(self, storage):
+        with storage.atomic():
+            user = self.user(storage)
+            letter = storage.outbox.put(purpose="verify", email=user.email, user_uuid=user.uuid)
+            assert storage.users.get(user.id) == user  # the block reads its own writes
+        assert storage.users.get(user.id) == user
+        assert storage.outbox.pending() == 1
+        assert [l.id for l in storage.outbox.claim(now=utcnow(), lease=30)] == [letter.id]
+
+    def test_atomic_undoes_every_write_when_the_block_raises(self, storage):
+        ada = self.user(storage)
+        storage.outbox.put(purpose="verify", email=ada.email, user_uuid=ada.uuid)
+        pending = storage.outbox.pending()
+        failure = RuntimeError("the block fails")
+        with pytest.raises(RuntimeError) as caught:
+            with storage.atomic():
+                bob = self.user(storage, "bob@example.com", "Bob")
+                storage.outbox.put(purpose="verify", email=bob.email, user_uuid=bob.uuid)
+                storage.users.update(ada.id, name="Changed", disabled=True)
+                storage.codes.add(code_hash=digest("atomic"), purpose="verify", user_uuid=bob.uuid,
+                                  email=bob.email, expires_at=utcnow() + timedelta(hours=1))
+                raise failure
+        assert caught.value is failure
+        assert storage.users.get_by_email("bob@example.com") is None
+        assert storage.users.count() == 1
+        assert storage.users.get(ada.id) == ada
+        assert storage.outbox.pending() == pending
+        assert storage.codes.find(digest("atomic"), "verify", now=utcnow()) is None
+        # The storage works on, and the email is free.
+        assert self.user(storage, "bob@example.com", "Bob").email == "bob@example.com"
+
+    def test_atomic_lets_a_conflict_propagate_and_undoes_the_block(self, storage):
+        self.user(storage)
+        with pytest.raises(Conflict) as caught:
+            with storage.atomic():
+                self.user(storage, "carol@example.com", "Carol")
+                self.user(storage, "ada@example.com", "Another Ada")
+        assert caught.value.fields == {"email": "Already registered."}
+        assert storage.users.get_by_email("carol@example.com") is None
+        assert storage.users.count() == 1
+
+    def test_nested_atomic_blocks_join_the_outer_one(self, storage):
+        with storage.atomic():
+            with storage.atomic():
+                kept = self.user(storage)
+            storage.outbox.put(purpose="verify", email=kept.email)
+        assert storage.users.get(kept.id) == kept and storage.outbox.pending() == 1
+        with pytest.raises(RuntimeError):
+            with storage.atomic():
+                with storage.atomic():
+                    self.user(storage, "bob@example.com", "Bob")
+                    storage.outbox.put(purpose="verify", email="bob@example.com")
+                raise RuntimeError("the outer block fails")
+        # The inner block's writes went with the outer one's.
+        assert storage.users.get_by_email("bob@example.com") is None
+        assert storage.outbox.pending() == 1

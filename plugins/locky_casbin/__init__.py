@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Iterable
 
 import casbin
 
+from locky.paging import every
 from locky.plugins import hookimpl
 from locky.providers import BuiltinRole
 from locky.records import Permission, User
@@ -66,6 +69,8 @@ class _PolicySnapshot:
         for line in self.all_p:
             self.index.setdefault(line[0], []).append(line)
         self.closures: dict[str, tuple[str, ...]] = {}
+        self.inherited: dict[str, list[str]] = {}
+        self.allowing_cache: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
         self.decisions: OrderedDict = OrderedDict()
 
     def closure(self, subject: str) -> tuple[str, ...]:
@@ -80,14 +85,66 @@ class _PolicySnapshot:
 
     def enforce(self, subject: str, dom: str, obj: str, act: str) -> bool:
         lines = [line for role in self.closure(subject) for line in self.index.get(role, ())]
+        return self._enforce_over(lines, subject, dom, obj, act)
+
+    def _enforce_over(self, lines: list[list[str]], subject: str, dom: str, obj: str, act: str) -> bool:
         if not lines:
             return False
         assertion = self.enforcer.model["p"]["p"]
-        assertion.policy = lines  # evaluate the matcher over this subject's lines only
+        assertion.policy = lines  # evaluate the matcher over these lines only
         try:
             return self.enforcer.enforce(subject, dom, obj, act)
         finally:
             assertion.policy = self.all_p
+
+    def roles(self) -> set[str]:
+        """Every role name the policy knows (subjects of ``p`` lines and ``g`` roles)."""
+        names = set(self.index)
+        for rule in self.enforcer.model["g"]["g"].policy:
+            names.update(rule[:2])
+        return {name for name in names if policy_files.ROLE_NAME.match(name) and not policy_files.USER_UUID.match(name)}
+
+    def named_subjects(self) -> set[str]:
+        """Users named by the policy itself: the uuids and emails that are subjects of
+        its ``g`` lines (a role given to them) or ``p`` lines (a permission of their own)."""
+        subjects = {rule[0] for rule in self.enforcer.model["g"]["g"].policy} | set(self.index)
+        return {s for s in subjects if policy_files.USER_UUID.match(s) or "@" in s}
+
+    def allowing(self, resource: str, action: str) -> tuple[frozenset[str], frozenset[str]]:
+        """The roles, and the users named by the policy, whose lines allow ``action`` on
+        ``resource`` globally; worked out once per policy snapshot and question."""
+        key = (resource, action)
+        found = self.allowing_cache.get(key)
+        if found is None:
+            roles = frozenset(role for role in self.roles() if self.enforce(role, "*", resource, action))
+            named = frozenset(s for s in self.named_subjects() if self.enforce(s, "*", resource, action))
+            if len(self.allowing_cache) > 4096:
+                self.allowing_cache.clear()
+            found = self.allowing_cache[key] = (roles, named)
+        return found
+
+    def inheriting(self, action: str) -> list[str]:
+        """Actions that inherit ``action`` through ``g2`` (``write``: create, update, delete)."""
+        found = self.inherited.get(action)
+        if found is None:
+            links = self.enforcer.model["g"]["g2"].policy if "g2" in self.enforcer.model["g"] else []
+            found, todo = [], [action]
+            while todo:  # g2 chains: each action that reaches ``action``
+                parent = todo.pop()
+                for child, target in ((rule[0], rule[1]) for rule in links):
+                    if target == parent and child not in found and child != action:
+                        found.append(child)
+                        todo.append(child)
+            self.inherited[action] = found
+        return found
+
+    def matching(self, subject: str, dom: str, obj: str, act: str) -> list[list[str]]:
+        """The ``p`` lines of ``subject``'s roles that each, on its own, allow the request
+        (the explanation of a decision: with the model's "some allow" effect, the request
+        is allowed exactly when this list is not empty). Each line is ``[role, dom, obj,
+        act]`` as the policy or a stored role wrote it."""
+        return [line for role in self.closure(subject) for line in self.index.get(role, ())
+                if self._enforce_over([line], subject, dom, obj, act)]
 
 
 class CasbinAuthorizer:
@@ -143,9 +200,19 @@ class CasbinAuthorizer:
 
     def subjects(self, snapshot: _PolicySnapshot, user: User, group_uuid: str | None) -> list[str]:
         """Every subject the user acts as in this context."""
-        subjects = ["user", user.uuid, user.email]
-        if user.email in self.admin_emails:
-            subjects.append("admin")
+        return [subject for subject, _ in self.held(user, group_uuid)]
+
+    def held(self, user: User, group_uuid: str | None) -> list[tuple[str, str]]:
+        """Every subject the user acts as in this context, with where it holds:
+        ``global``, or ``group`` for the role of the membership in ``group_uuid``."""
+        subjects = ["user", user.uuid]
+        # An address (LOCKY_ADMIN_EMAILS, a `g, EMAIL, role` line) speaks for an account
+        # only once it proved it receives mail there (CONTRACT §7, §11): registering or
+        # taking an address grants nothing by itself.
+        if user.email_verified:
+            subjects.append(user.email)
+            if user.email in self.admin_emails:
+                subjects.append("admin")
         grants = self._grants.get(user.uuid)
         if grants is None:
             grants = self.storage.grants.roles_of(user.uuid)
@@ -153,11 +220,12 @@ class CasbinAuthorizer:
                 self._grants = {}
             self._grants[user.uuid] = grants
         subjects.extend(grants)
+        held = [(subject, "global") for subject in subjects]
         if group_uuid is not None:
             role = self.storage.members.role_of(user.uuid, group_uuid)
             if role is not None and role not in GLOBAL_ROLES:
-                subjects.append(role)
-        return subjects
+                held.append((role, "group"))
+        return held
 
     def is_allowed(self, user: User, resource: str, action: str, *, group_uuid=None, own=False,
                    policy_revision: int | None = None) -> bool:
@@ -178,6 +246,105 @@ class CasbinAuthorizer:
             if len(snapshot.decisions) > CACHE_SIZE:
                 snapshot.decisions.popitem(last=False)
             return decision
+
+
+    # -- explaining (CONTRACT §10) --------------------------------------------------
+
+    def explain(self, user: User, resource: str, action: str, *, group_uuid=None, own=False,
+                policy_revision: int | None = None) -> Explanation:
+        """The roles the user held for this decision and the lines that allowed it."""
+        snapshot = self._current(policy_revision)
+        dom = "self" if own else "*"
+        held = self.held(user, group_uuid)
+        matched = []
+        for subject, scope in held:
+            for line in snapshot.matching(subject, dom, resource, action):
+                line_scope = "self" if line[1] == "self" else scope
+                matched.append({"role": line[0], "scope": line_scope,
+                                "group_uuid": group_uuid if scope == "group" else None,
+                                "rule": "p, " + ", ".join(line)})
+        # A line reached both globally and through a membership (a group role inherits
+        # `user`) is the global one: held subjects come global first.
+        first: dict[str, dict] = {}
+        for m in matched:
+            first.setdefault(m["rule"], m)
+        return Explanation(roles=self._roles(snapshot, user, held, group_uuid), matched=list(first.values()))
+
+    def _roles(self, snapshot, user: User, held, group_uuid) -> list[dict]:
+        roles: dict[tuple, dict] = {}
+        for subject, scope in held:
+            # A user's uuid or email is no role: what its `g` lines give it is.
+            names = snapshot.closure(subject)[1:] if subject in (user.uuid, user.email) else (subject,)
+            for name in names:
+                roles.setdefault((name, scope), {"role": name, "scope": scope,
+                                                  "group_uuid": group_uuid if scope == "group" else None})
+        return list(roles.values())
+
+    def permissions(self, user: User, group_uuids: Iterable[str | None],
+                    policy_revision: int | None = None) -> list[dict]:
+        """What the user may do: for the global context (``None``) and each group in
+        ``group_uuids``, every line of every role held there, as written (wildcards
+        kept), plus the actions that inherit from a written one through ``g2`` (a line
+        on ``write`` also lists ``create``, ``update``, ``delete``)."""
+        snapshot = self._current(policy_revision)
+        found: dict[tuple, dict] = {}
+        global_roles = {role for subject, _ in self.held(user, None) for role in snapshot.closure(subject)}
+        for group_uuid in group_uuids:
+            held = self.held(user, group_uuid)
+            for subject, scope in held:
+                if group_uuid is not None and scope != "group":
+                    continue  # the global context lists these once
+                for role in snapshot.closure(subject):
+                    if group_uuid is not None and role in global_roles:
+                        continue  # inherited by the group role but held globally anyway (`user`)
+                    for _, dom, obj, act in snapshot.index.get(role, ()):
+                        line_scope = "self" if dom == "self" else scope
+                        for each in (act, *snapshot.inheriting(act)):
+                            entry = {"resource": obj, "action": each, "scope": line_scope,
+                                     "group_uuid": group_uuid if scope == "group" else None, "via": role}
+                            found.setdefault(tuple(entry.values()), entry)
+        return list(found.values())
+
+    def may_everyone(self, resource: str, action: str, policy_revision: int | None = None) -> bool:
+        """Whether every authenticated user may (the role ``user`` allows it, globally)."""
+        return self._current(policy_revision).enforce("user", "*", resource, action)
+
+    def explicit_holders(self, resource: str, action: str, group_uuid: str | None,
+                         policy_revision: int | None = None) -> set[str]:
+        """Uuids of users who may, through more than the role ``user``: global grants,
+        verified admin emails, the policy's own ``g`` lines for uuids and emails, and
+        (with ``group_uuid``) memberships in that group. Candidates, each to be checked
+        with :meth:`is_allowed` by the caller (a held role's lines may not apply)."""
+        snapshot = self._current(policy_revision)
+        roles, named = snapshot.allowing(resource, action)
+        allowing = set(roles) - {"user"}
+        uuids: set[str] = set()
+        for role in allowing:
+            uuids.update(self.storage.grants.holders(role))
+            if group_uuid is not None and role not in GLOBAL_ROLES:
+                uuids.update(m.user_uuid for m in every(self.storage.members, group_uuid=group_uuid, role=role))
+        emails = set()
+        if "admin" in allowing:
+            emails |= self.admin_emails
+        for subject in named:
+            if policy_files.USER_UUID.match(subject):
+                uuids.add(subject)
+            else:
+                emails.add(subject)
+        for email in emails:
+            found = self.storage.users.get_by_email(email)
+            if found is not None and found.email_verified:
+                uuids.add(found.uuid)
+        return uuids
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a decision went as it did (CONTRACT §10): ``roles`` the user held for it,
+    ``matched`` the policy lines (or stored permissions) that allowed it."""
+
+    roles: list[dict]
+    matched: list[dict]
 
 
 @hookimpl

@@ -1,7 +1,14 @@
-"""Locky's bundled token backend ``jwt``: HMAC-signed JWTs made and checked with PyJWT."""
+"""Locky's bundled token backend ``jwt``: JWTs made and checked with PyJWT.
+
+With ``ES256`` (the default), ``EdDSA`` or ``RS256`` tokens are signed with the active
+key of :mod:`.keys` (kept in storage, published as a JWKS) and carry its ``kid``; with
+``HS256``/``HS384``/``HS512`` with ``LOCKY_JWT_SECRET`` (one service only: whoever can
+check a token can make one). Only the configured algorithm is ever accepted.
+"""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 
@@ -10,7 +17,14 @@ import jwt
 from locky.errors import Unauthorized
 from locky.plugins import hookimpl
 from locky.providers import Claims, IssuedToken
+from locky.settings import ASYMMETRIC_ALGORITHMS
 
+from .keys import SigningKeys
+
+log = logging.getLogger("locky.tokens")
+
+#: RFC 7518 §3.2: an HMAC key as long as the hash at least.
+HMAC_KEY_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
 REQUIRED_CLAIMS = ["sub", "sid", "iat", "nbf", "exp", "jti", "iss", "aud", "typ"]
 MAX_TOKEN_LENGTH = 4096
 LEEWAY = 5  # seconds of clock skew allowed on exp/nbf/iat
@@ -21,15 +35,27 @@ class JWTBackend:
     """Access and refresh JWTs with claims ``sub``, ``sid``, ``iat``, ``nbf``, ``exp``,
     ``jti``, ``iss``, ``aud`` and ``typ``. Only the configured algorithm is accepted."""
 
-    def __init__(self, settings):
+    def __init__(self, settings, storage=None):
         self.secret = settings.jwt_secret
         self.algorithm = settings.jwt_algorithm
-        self.issuer = settings.jwt_issuer
+        self.issuer = settings.issuer
         self.audience = settings.jwt_audience
         self.ttl = {"access": settings.access_ttl, "refresh": settings.refresh_ttl}
         if not self.secret:
             raise RuntimeError("the jwt token backend needs a secret")
         self._verified: dict[tuple[str, str], Claims] = {}
+        #: The signing keys of an asymmetric algorithm; ``None`` with an HMAC one.
+        self.keys = None
+        wanted = HMAC_KEY_BYTES.get(self.algorithm, 0)
+        if len(self.secret.encode()) < wanted:
+            log.warning("LOCKY_JWT_SECRET has %d bytes; RFC 7518 wants at least %d for %s: use a longer one",
+                        len(self.secret.encode()), wanted, self.algorithm)
+        if self.algorithm in ASYMMETRIC_ALGORITHMS:
+            if storage is None:
+                raise RuntimeError(f"the jwt token backend needs storage for {self.algorithm} keys")
+            self.keys = SigningKeys(storage, algorithm=self.algorithm, secret=self.secret,
+                                    rotation_days=settings.key_rotation_days,
+                                    token_lifetime=max(self.ttl.values()) + LEEWAY)
 
     def issue(self, *, user_uuid: str, session_uuid: str, kind: str) -> IssuedToken:
         now = int(time.time())
@@ -45,7 +71,11 @@ class JWTBackend:
             "aud": self.audience,
             "typ": kind,
         }
-        token = jwt.encode(claims, self.secret, algorithm=self.algorithm)
+        if self.keys is None:
+            token = jwt.encode(claims, self.secret, algorithm=self.algorithm)
+        else:
+            kid, private = self.keys.signing_key()
+            token = jwt.encode(claims, private, algorithm=self.algorithm, headers={"kid": kid})
         return IssuedToken(token=token, jti=jti, expires_in=self.ttl[kind])
 
     def verify(self, token: str, *, kind: str) -> Claims:
@@ -66,11 +96,30 @@ class JWTBackend:
         self._verified[(token, kind)] = claims
         return claims
 
+    def _key(self, token: str):
+        """What checks the token's signature: the secret, or the public key its ``kid``
+        names (only a header of the configured algorithm gets that far; ``jku``, ``jwk``
+        and ``x5u`` headers are never read)."""
+        if self.keys is None:
+            return self.secret
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            raise Unauthorized("The token is invalid.") from None
+        kid = header.get("kid")
+        if header.get("alg") != self.algorithm or not isinstance(kid, str):
+            raise Unauthorized("The token is invalid.")
+        key = self.keys.verifying_key(kid)
+        if key is None:
+            raise Unauthorized("The token is invalid.")
+        return key
+
     def _verify(self, token: str, kind: str) -> Claims:
+        key = self._key(token)
         try:
             claims = jwt.decode(
                 token,
-                self.secret,
+                key,
                 algorithms=[self.algorithm],
                 audience=self.audience,
                 issuer=self.issuer,
@@ -96,4 +145,13 @@ class JWTBackend:
 
 @hookimpl
 def locky_register_tokens(registry):
-    registry.add("jwt", lambda context: JWTBackend(context.settings))
+    registry.add("jwt", lambda context: JWTBackend(context.settings, context.storage))
+
+
+@hookimpl
+def locky_startup(context):
+    # The first key is made (or the active one read) before the first login needs it,
+    # and its log line comes at startup.
+    backend = context.tokens
+    if isinstance(backend, JWTBackend) and backend.keys is not None:
+        backend.keys.signing_key()

@@ -8,20 +8,25 @@ Registered as the storage provider ``pony``; the engine is chosen by
 - :mod:`.guard`: transactions, retries, and database failures as Locky's errors;
 - :mod:`.reader` (where a plain-SQL read runs) and :mod:`.reads` (every read, one
   statement each, and the records built from its rows);
-- :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes) and
-  :mod:`.sessions` (login sessions, the login throttle, grants).
+- :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes),
+  :mod:`.sessions` (login sessions, the login throttle, grants) and :mod:`.lifecycle`
+  (single-use codes, the mail outbox, TOTP).
 """
 
 from __future__ import annotations
 
-from pony.orm import db_session
+from contextlib import contextmanager
 
+from pony.orm import core, db_session
+
+from locky.errors import Conflict, LockyError
 from locky.plugins import hookimpl
 
 from . import schema
 from .database import bind_arguments, open_database
 from .deadline import WATCHDOG
-from .guard import transaction
+from .guard import CONFLICT, classify, from_database, transaction, unavailable
+from .lifecycle import CodeStore, KeyStore, Outbox, TotpStore
 from .reader import Reader
 from .sessions import GrantStore, LoginThrottle, SessionStore
 from .stores import GroupStore, MemberStore, RoleStore, UserStore
@@ -41,6 +46,30 @@ class PonyStorage:
         self.sessions = SessionStore(e, self.reader)
         self.throttle = LoginThrottle(e)
         self.grants = GrantStore(e)
+        self.codes = CodeStore(e)
+        self.outbox = Outbox(e)
+        self.totp = TotpStore(e)
+        self.keys = KeyStore(e)
+
+    @contextmanager
+    def atomic(self):
+        """One ``db_session`` around the block: the store calls in it join it (their own
+        transactions are skipped inside a caller's session) and commit together."""
+        if core.local.db_session is not None:
+            yield
+            return
+        try:
+            with WATCHDOG.call(), db_session:
+                yield
+        except (LockyError, ValueError, TypeError):
+            raise
+        except Exception as exc:
+            if not from_database(exc):
+                raise  # the caller's own exception: the block is undone, the exception stays
+            kind = classify(exc)
+            if kind == CONFLICT:
+                raise Conflict("request", "Conflicts with a concurrent change; try again.") from None
+            raise unavailable("atomic", exc, kind) from None
 
     @transaction
     def revision(self) -> int:

@@ -52,6 +52,9 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         del_token = Required(int, size=64, default=0)
         name = Required(str, 255, autostrip=False)
         email = Required(str, 254, autostrip=False)
+        email_verified = Required(bool, default=False)
+        disabled = Required(bool, default=False)
+        mfa_enabled = Required(bool, default=False)
         password_hash = Required(str, 255, autostrip=False)
         memberships = Set("MemberRow")
         composite_key(email, del_token)
@@ -140,6 +143,60 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         role = Required(str, 64, autostrip=False)
         composite_key(user_uuid, role)
 
+    class CodeRow(db.Entity):
+        # A single-use code, kept only as its SHA-256 hash (see locky.providers.CodeStore).
+        _table_options_ = options
+        _table_ = "locky_codes"
+        id = PrimaryKey(int, auto=True, size=64)
+        code_hash = Required(str, 64, unique=True, autostrip=False)
+        purpose = Required(str, 16, autostrip=False)
+        user_uuid = Required(str, 36, autostrip=False)
+        email = Required(str, 254, autostrip=False)
+        created_at = Required(datetime, precision=6)
+        expires_at = Required(datetime, precision=6, index="idx_locky_codes__expires_at")
+        used_at = Optional(datetime, precision=6)
+        composite_index(user_uuid, purpose, created_at)
+
+    class LetterRow(db.Entity):
+        # A message waiting to be sent; deleted once a mailer took it.
+        _table_options_ = options
+        _table_ = "locky_outbox"
+        id = PrimaryKey(int, auto=True, size=64)
+        purpose = Required(str, 16, autostrip=False)
+        email = Required(str, 254, autostrip=False)
+        user_uuid = Optional(str, 36, default="", autostrip=False)
+        created_at = Required(datetime, precision=6)
+        due_at = Required(datetime, precision=6, index="idx_locky_outbox__due_at")
+        held_until = Optional(datetime, precision=6)
+        attempts = Required(int, default=0)
+
+    class TotpRow(db.Entity):
+        # A user's TOTP: the secret sealed by the core, the last accepted time step,
+        # and the hashes of unused recovery codes (space-separated).
+        _table_options_ = options
+        _table_ = "locky_totp"
+        user_uuid = PrimaryKey(str, 36, autostrip=False)
+        secret = Required(str, 255, autostrip=False)
+        confirmed = Required(bool, default=False)
+        last_step = Required(int, size=64, default=0)
+        recovery_hashes = Optional(str, 1024, default="", autostrip=False)
+        created_at = Required(datetime, precision=6)
+
+    class KeyRow(db.Entity):
+        # A token-signing key: the public JWK, the private half sealed by the core.
+        # ``active_slot`` is 1 on the one active key and NULL on retired ones: a unique
+        # key on it lets the database refuse a second active key (NULLs never clash).
+        _table_options_ = options
+        _table_ = "locky_signing_keys"
+        id = PrimaryKey(int, auto=True, size=64)
+        kid = Required(str, 64, unique=True, autostrip=False)
+        alg = Required(str, 16, autostrip=False)
+        public_jwk = Required(str, 2048, autostrip=False)
+        private_key = Required(str, 8192, autostrip=False)
+        created_at = Required(datetime, precision=6)
+        retired_at = Optional(datetime, precision=6)
+        active_slot = Optional(int, unique=True)
+
     class MetaRow(db.Entity):
         _table_options_ = options
         _table_ = "locky_meta"
@@ -154,5 +211,9 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         Session=SessionRow,
         Throttle=ThrottleRow,
         Grant=GrantRow,
+        Code=CodeRow,
+        Letter=LetterRow,
+        Totp=TotpRow,
+        Key=KeyRow,
         Meta=MetaRow,
     )

@@ -103,6 +103,15 @@ def classify(exc: BaseException) -> str:
     return BROKEN
 
 
+def from_database(exc: BaseException) -> bool:
+    """Whether ``exc`` came from Pony or a database driver (not from code of Locky's own
+    running inside a transaction)."""
+    if isinstance(exc, (core.OrmError, core.DBException)):
+        return True
+    module = type(root_cause(exc)).__module__ or ""
+    return module.startswith(("psycopg2", "pymysql", "sqlite3", "pony"))
+
+
 def _may_run_again(exc: BaseException, kind: str) -> bool:
     if kind == TRANSIENT:
         return True

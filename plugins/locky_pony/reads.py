@@ -42,7 +42,7 @@ def _converter(record_field: dataclasses.Field) -> Callable[[Any], Any] | None:
         return _datetime
     if record_field.name == "permissions":
         return _permissions
-    if record_field.name == "builtin":
+    if record_field.name in ("builtin", "email_verified", "disabled", "mfa_enabled"):
         return bool
     return None
 

@@ -181,3 +181,8 @@ class GrantStore:
     @transaction
     def roles_of(self, user_uuid: str) -> frozenset[str]:
         return frozenset(g.role for g in self.e.Grant.select(lambda g: g.user_uuid == user_uuid))
+
+    @transaction
+    def holders(self, role: str) -> list[str]:
+        # The grants table is small (admins, a few other global roles): no index on role.
+        return [g.user_uuid for g in self.e.Grant.select(lambda g: g.role == role)]

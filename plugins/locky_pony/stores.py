@@ -62,7 +62,8 @@ def _common(row) -> dict[str, Any]:
 
 
 def user_record(row) -> User:
-    return User(**_common(row), name=row.name, email=row.email, password_hash=row.password_hash)
+    return User(**_common(row), name=row.name, email=row.email, email_verified=row.email_verified,
+                disabled=row.disabled, mfa_enabled=row.mfa_enabled, password_hash=row.password_hash)
 
 
 def group_record(row) -> Group:
@@ -201,7 +202,21 @@ class UserStore(Collection):
     def update(self, id: int, **changes: Any) -> User:
         if "email" in changes:
             changes = {**changes, "email": _email(changes["email"])}
+            row = self._live_or_404(id)
+            if changes["email"] not in (None, row.email):
+                changes.setdefault("email_verified", False)  # a new address is not proved yet
         return user_record(self._update(id, changes, "email", "Already registered."))
+
+    @transaction
+    def mark_verified(self, uuid: str, email: str) -> User | None:
+        if not isinstance(uuid, str) or not isinstance(email, str):
+            return None
+        row = self.entity.get_for_update(uuid=uuid, del_token=0)
+        if row is None or row.email != _email(email):
+            return None
+        if not row.email_verified:
+            row.set(email_verified=True, updated_at=utcnow())
+        return user_record(row)
 
     def _after_delete(self, row) -> None:
         now = row.deleted_at

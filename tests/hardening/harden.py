@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from locky.testing import ADMIN_EMAIL, TEST_SECRET, LockyClient
+from locky.testing import ADMIN_EMAIL, TEST_SECRET, Account, LockyClient, MailBox
 from locky.testing.databases import run_sql, scratch_database, unreachable
 from locky.testing.server import ServerProcess, locky_server
 
@@ -61,10 +61,16 @@ class Evidence:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def learn_request(self, body: Any) -> None:
-        if isinstance(body, dict) and isinstance(body.get("password"), str) and len(body["password"]) >= 8:
-            self.secrets.add(body["password"])
-        if isinstance(body, dict) and isinstance(body.get("refresh_token"), str) and len(body["refresh_token"]) >= 16:
-            self.secrets.add(body["refresh_token"])
+        if not isinstance(body, dict):
+            return
+        for key in ("password", "current_password"):
+            if isinstance(body.get(key), str) and len(body[key]) >= 8:
+                self.secrets.add(body[key])
+        # Codes of the account lifecycle; a 6-digit TOTP code is left out (six digits
+        # turn up by chance in any log line with a timestamp or a duration).
+        for key in ("refresh_token", "token", "mfa_token", "code"):
+            if isinstance(body.get(key), str) and len(body[key]) >= 16:
+                self.secrets.add(body[key])
 
     def response(self, where: str, status: int, text: str) -> None:
         with self.lock:
@@ -75,13 +81,27 @@ class Evidence:
                 except ValueError:
                     return
                 if isinstance(data, dict):
-                    for key in ("access_token", "refresh_token"):
+                    for key in ("access_token", "refresh_token", "mfa_token"):
                         if isinstance(data.get(key), str):
                             self.secrets.add(data[key])
+            if 200 <= status < 300 and ('"secret"' in text or '"recovery_codes"' in text):
+                try:
+                    data = json.loads(text)
+                except ValueError:
+                    return
+                if isinstance(data, dict):
+                    if isinstance(data.get("secret"), str):
+                        self.secrets.add(data["secret"])
+                    self.secrets.update(c for c in data.get("recovery_codes", ()) if isinstance(c, str))
 
     def log(self, where: str, text: str) -> None:
         with self.lock:
             self.logs.append((where, text))
+
+    def learn(self, secret: str) -> None:
+        """A secret the test came by another way (a code read from a mail message)."""
+        with self.lock:
+            self.secrets.add(secret)
 
     def mark(self) -> tuple[int, int]:
         return len(self.bodies), len(self.logs)
@@ -127,6 +147,20 @@ class RecordingClient(LockyClient):
         result = super().simulate_request(method, path, *args, **kwargs)
         EVIDENCE.response(f"{method} {path}", result.status_code, result.text)
         return result
+
+    def verified_account(self, email: str, password: str = STRONG, name: str | None = None) -> Account:
+        """``account(email, password, name, verified=True)`` for an address that may have
+        had accounts before (deleted since): the code comes from the message the new
+        registration sent, never from an older one still in the mail folder."""
+        sent = len(self.mailbox.messages(email, "verify"))
+        user = self.register(email, password, name)
+        message = self.mailbox.wait(email, "verify", count=sent + 1)
+        verified = self.simulate_post("/v1/public/users/verify", json={"token": MailBox.token(message)})
+        assert verified.status_code == 204, verified.text
+        tokens = self.login(email, password)
+        return Account(id=user["id"], uuid=user["uuid"], email=user["email"], password=password,
+                       access_token=tokens["access_token"], refresh_token=tokens["refresh_token"],
+                       body={**user, "email_verified": True})
 
 
 # ---------------------------------------------------------------------------
@@ -195,14 +229,27 @@ def served(workdir: Path, database_url: str, workers: int = 2, **extra: str) -> 
             EVIDENCE.log(f"the log of the server at {server.url}", server.log())
 
 
-def account(server: ServerProcess, email: str, password: str = STRONG, name: str | None = None) -> dict:
-    """Register ``email`` on a real server and log it in: the login's token body."""
+def account(server: ServerProcess, email: str, password: str = STRONG, name: str | None = None,
+            verified: bool = False) -> dict:
+    """Register ``email`` on a real server (and prove it, when ``verified``: an admin
+    email makes an admin only then) and log it in: the login's token body."""
     reply = http(server, "POST", "/v1/public/users/register",
                  {"name": name or email.split("@")[0], "email": email, "password": password})
     assert reply.status == 201, reply.text
+    if verified:
+        verify(server, email)
     reply = http(server, "POST", "/v1/public/users/login", {"email": email, "password": password})
     assert reply.status == 200, reply.text
     return reply.json
+
+
+def verify(server: ServerProcess, email: str, count: int = 1, timeout: float = 15.0) -> None:
+    """Prove ``email`` with the code of the newest of at least ``count`` verification
+    messages the server mailed to it; the code (sent through :func:`http`) joins the
+    secrets the scan looks for."""
+    message = MailBox(server.mail_dir).wait(email, "verify", count=count, timeout=timeout)
+    reply = http(server, "POST", "/v1/public/users/verify", {"token": MailBox.token(message)})
+    assert reply.status == 204, reply.text
 
 
 # ---------------------------------------------------------------------------

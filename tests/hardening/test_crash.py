@@ -37,7 +37,7 @@ def test_acknowledged_writes_survive_kill_9(tmp_path, backend):
     with fresh_database(backend, tmp_path) as url:
         acknowledged: dict[str, list] = {"groups": [], "users": []}
         with served(tmp_path, url, workers=2) as server:
-            token = account(server, ADMIN_EMAIL)["access_token"]
+            token = account(server, ADMIN_EMAIL, verified=True)["access_token"]
             running = threading.Event()
             running.set()
 

@@ -87,7 +87,7 @@ def test_token_responses_are_not_cached(locky_client):
 @pytest.mark.server
 def test_headers_on_a_real_server(tmp_path):
     with served(tmp_path, f"sqlite:///{tmp_path / 'locky.sqlite'}", workers=1, LOCKY_LOGIN_MAX_FAILURES="2") as server:
-        admin = account(server, ADMIN_EMAIL)
+        admin = account(server, ADMIN_EMAIL, verified=True)
         user = account(server, "headers@example.com")
 
         def send(method, path, body, token):

@@ -26,7 +26,7 @@ def racetrack(request, tmp_path_factory):
     workdir = tmp_path_factory.mktemp(f"races-{request.param}")
     with fresh_database(request.param, workdir) as url, served(workdir, url, workers=4) as server:
         server.database_url = url
-        server.admin = account(server, ADMIN_EMAIL)["access_token"]
+        server.admin = account(server, ADMIN_EMAIL, verified=True)["access_token"]
         yield server
 
 

@@ -29,7 +29,7 @@ def assert_field_400(result, field: str) -> None:
 
 @pytest.fixture
 def admin(locky_client):
-    return locky_client.account(ADMIN_EMAIL, STRONG)
+    return locky_client.account(ADMIN_EMAIL, STRONG, verified=True)
 
 
 @pytest.fixture

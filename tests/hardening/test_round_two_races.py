@@ -79,7 +79,7 @@ def track(database_url) -> Track:
     app = create_app(make_settings(database_url, log_requests=False))
     try:
         client = RecordingClient(app)
-        yield Track(database_url, client, client.account(ADMIN_EMAIL))
+        yield Track(database_url, client, client.account(ADMIN_EMAIL, verified=True))
     finally:
         app.close()
 

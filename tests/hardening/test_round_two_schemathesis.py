@@ -20,6 +20,11 @@ What the run does not count as a failure, each for a reason the document cannot 
   (CONTRACT section 2 makes uniqueness and missing references 400s, section 6 built-in
   and held roles): which requests conflict depends on the data, not on the document
   (:data:`STATE_CONFLICTS`);
+- a 400 for a code of the account lifecycle the run cannot know (a mailed verification
+  or reset code, a TOTP code, a confirmation with no setup begun), in the same set;
+- a 400 of the password rules the document can only describe (a common password, one
+  containing the account's name or email name), when the rule does refuse that password
+  (:data:`PASSWORD_RULES`);
 - a 204 without ``Content-Type``: Swagger 2.0 has one ``produces`` per operation, none
   per response, and a response without content has no media type (RFC 9110, 8.3).
 """
@@ -41,7 +46,9 @@ from schemathesis.specs.openapi import unregister_string_format
 from schemathesis.transport.wsgi import WSGITransport
 
 from locky.app import create_app
+from locky import password_rules
 from locky.errors import MISSING_REFERENCE
+from locky.lifecycle import BAD_TOKEN
 from locky.testing import ADMIN_EMAIL, make_settings
 
 from harden import EVIDENCE, STRONG, RecordingClient, fresh_database, query
@@ -69,8 +76,24 @@ STATE_CONFLICTS = {
     # identity, not the request's shape, decides whether it is required.
     "Required to change your own password or email.",
     "Does not match your current password.",
+    # Codes of the account lifecycle (CONTRACT section 11): a verification or reset code
+    # is a secret the server mailed, a TOTP code follows from a secret and the clock, and
+    # confirming needs a setup begun first; a run can only guess them.
+    BAD_TOKEN,
+    "No TOTP setup is pending: start one first.",
+    "Invalid code: enter the current code of your authenticator app.",
+    "Invalid code.",
+    # Whether "disabled": true is allowed depends on who sends it: nobody may disable
+    # their own account (CONTRACT section 11; the request's description says so).
+    "You cannot disable your own account.",
     *MISSING_REFERENCE.values(),
 }
+
+#: 400s of the password rules (CONTRACT section 11) that the document states in words:
+#: Swagger 2.0 cannot list 100,000 common passwords or refer to the account's name and
+#: email. Not failures only when the rule really refuses the password sent
+#: (:func:`password_refused_rightly`).
+PASSWORD_RULES = {password_rules.COMMON, password_rules.PERSONAL}
 
 
 def within_72_bytes(text: str) -> str:
@@ -136,14 +159,14 @@ class Callers:
 
     def __init__(self, client: RecordingClient):
         self.client = client
-        self.admin = client.account(ADMIN_EMAIL, STRONG)
+        self.admin = client.verified_account(ADMIN_EMAIL, STRONG)  # an admin email is admin once verified
 
     def fresh_token(self) -> str:
         return self.client.login(ADMIN_EMAIL, STRONG)["access_token"]
 
     def deleted(self, user_id) -> None:
         if str(user_id) == str(self.admin.id):  # path parameters come as str or int
-            self.admin = self.client.account(ADMIN_EMAIL, STRONG)
+            self.admin = self.client.verified_account(ADMIN_EMAIL, STRONG)
 
 
 def seed(client: RecordingClient, callers: Callers) -> None:
@@ -156,6 +179,25 @@ def seed(client: RecordingClient, callers: Callers) -> None:
                              json={"name": f"seed-role-{n}", "permissions": [{"resource": "docs", "action": "read"}]})
         client.simulate_post("/v1/private/members", headers=token,
                              json={"group_uuid": group["uuid"], "user_uuid": user.uuid, "role": "viewer"})
+
+
+def password_refused_rightly(app, case, message: str) -> bool:
+    """Whether the password rule named by ``message`` does refuse the case's password,
+    for the account the case names (its body's name and email; for a change, what the
+    stored user keeps)."""
+    body = case.body if isinstance(case.body, dict) else {}
+    password = body.get("password")
+    if not isinstance(password, str):
+        return False
+    name, email = body.get("name"), body.get("email")
+    if case.operation.path == "/private/users/{id}":
+        try:
+            stored = app.context.storage.users.get(int(case.path_parameters["id"]))
+        except (KeyError, TypeError, ValueError):
+            stored = None
+        if stored is not None:
+            name, email = name or stored.name, email or stored.email
+    return password_rules.problem(password, email=email, name=name) == message
 
 
 def fuzz(app, client: RecordingClient) -> Run:
@@ -196,6 +238,10 @@ def fuzz(app, client: RecordingClient) -> Run:
             body = json.loads(response.content)
             if len(body) == 1 and next(iter(body.values())) in STATE_CONFLICTS:
                 run.ignored["state conflict 400"] += 1
+                return False
+            if body.keys() == {"password"} and body["password"] in PASSWORD_RULES \
+                    and password_refused_rightly(app, case, body["password"]):
+                run.ignored["password rule 400"] += 1
                 return False
         if name == "MissingContentType" and response.status_code == 204 and not response.content:
             run.ignored["bodiless 204"] += 1

@@ -17,6 +17,7 @@ The commands run as the installed ``locky`` console script, in processes of thei
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -24,12 +25,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import jwt
 import pytest
 
 from locky.app import create_app
 from locky.testing import LockyClient, make_settings
 from locky.testing.server import free_port, locky_server, stop
-from upgrade_checks import Http, check_reads_back, check_writes, expected
+from upgrade_checks import Http, check_reads_back, check_writes, expected, login, refresh_token
 from upgrade_dumps import empty, load, schema_version, set_schema_version, snapshot
 
 RELEASE = "1.0.0"
@@ -74,7 +76,14 @@ def command_env(url: str, fixture: dict, **values: str) -> dict[str, str]:
     """The environment of a ``locky`` command: the caller's, minus any LOCKY_* setting."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("LOCKY_")}
     return {**base, "LOCKY_DATABASE_URL": url, "LOCKY_JWT_SECRET": fixture["jwt_secret"],
-            "LOCKY_BCRYPT_ROUNDS": "4", **values}
+            "LOCKY_BCRYPT_ROUNDS": "4", **release_tokens(fixture), **values}
+
+
+def release_tokens(fixture: dict) -> dict[str, str]:
+    """The release's token settings (HS256, issuer "locky"), kept by the operator: the
+    logins made before the upgrade go on working. With the new defaults (ES256) they end,
+    as ``test_default_tokens_end_the_release_logins_and_say_so`` shows."""
+    return {"LOCKY_JWT_ALGORITHM": fixture["jwt"]["algorithm"], "LOCKY_JWT_ISSUER": fixture["jwt"]["issuer"]}
 
 
 def locky(*args: str, url: str, fixture: dict, cwd: Path, timeout: float = 120, **values: str):
@@ -137,8 +146,9 @@ def dry_run(url: str, fixture: dict, cwd: Path) -> dict[int, str]:
 def migrated_app(url: str, fixture: dict, **settings):
     """Today's app on ``url``, with the fixture's secret and no admin by email (the
     fixture's admin is one by grant only)."""
+    values = {"jwt_algorithm": fixture["jwt"]["algorithm"], "jwt_issuer": fixture["jwt"]["issuer"], **settings}
     return create_app(make_settings(url, jwt_secret=fixture["jwt_secret"], admin_emails=(),
-                                    log_requests=False, **settings))
+                                    log_requests=False, **values))
 
 
 def assert_refused(done_or_stderr, *words: str) -> str:
@@ -220,7 +230,7 @@ def test_serve_migrates_the_release_database_once_and_serves_it(release_database
     for key in [k for k in os.environ if k.startswith("LOCKY_")]:
         monkeypatch.delenv(key)
     env = {"LOCKY_DATABASE_URL": release_database, "LOCKY_JWT_SECRET": recorded["jwt_secret"],
-           "LOCKY_BCRYPT_ROUNDS": "4"}
+           "LOCKY_BCRYPT_ROUNDS": "4", **release_tokens(recorded)}
     with locky_server(tmp_path / "serve", env=env, workers=2, startup_timeout=60) as server:
         http = Http.real(server)
         tokens = check_reads_back(http, recorded)
@@ -264,3 +274,23 @@ def test_a_database_ahead_of_the_code_stops_serve_and_migrate(release_database, 
         assert_refused(done, "999", "newer", "ahead")
     assert snapshot(release_database) == before
     assert schema_version(release_database) == 999
+
+
+def test_default_tokens_end_the_release_logins_and_say_so(release_database, recorded, caplog):
+    """An operator who upgrades without setting LOCKY_JWT_ALGORITHM gets ES256: the
+    release's HS256 tokens stop working (their users log in again), and startup says so."""
+    caplog.set_level(logging.INFO, logger="locky")
+    app = migrated_app(release_database, recorded, jwt_algorithm="ES256", jwt_issuer=None)
+    try:
+        http = Http.in_process(LockyClient(app))
+        session = recorded["live_session"]
+        status, _ = http("POST", "/v1/public/users/refresh", {"refresh_token": refresh_token(recorded, session)})
+        assert status == 401
+        assert "tokens issued before (HS256 with LOCKY_JWT_SECRET) are no longer accepted" in caplog.text
+        email, password = next(iter(recorded["passwords"].items()))
+        if email == recorded["deleted_user"]["email"]:
+            email, password = list(recorded["passwords"].items())[1]
+        answer = login(http, email, password)  # a new login: an ES256 token with a kid
+        assert jwt.get_unverified_header(answer["access_token"])["alg"] == "ES256"
+    finally:
+        app.close()

@@ -72,6 +72,9 @@ def refresh_token(fixture: dict, session: dict) -> str:
     return jwt.encode(claims, fixture["jwt_secret"], algorithm=fixture["jwt"]["algorithm"])
 
 
+#: The User fields step 4 added, false on every account a 1.0.0 database held.
+LIFECYCLE_FLAGS = ("email_verified", "disabled", "mfa_enabled")
+
 #: The fields of a built-in role that an upgrade keeps whatever the new policy says.
 BUILTIN_IDENTITY = ("id", "uuid", "name", "builtin", "created_at", "deleted_at")
 
@@ -129,6 +132,9 @@ def check_reads_back(http: Http, fixture: dict) -> dict[str, str]:
             continue
         answer = login(http, email, password)
         assert_same_record(answer["user"], next(u for u in fixture["users"] if u["email"] == email), email)
+        # Step 4 (account lifecycle): no address was ever proved before it, nobody is
+        # disabled and nobody has a second factor.
+        assert {k: answer["user"][k] for k in LIFECYCLE_FLAGS} == dict.fromkeys(LIFECYCLE_FLAGS, False), answer["user"]
         tokens[email] = answer["access_token"]
     admin = tokens[users[fixture["admin_uuid"]]["email"]]
 
@@ -190,7 +196,7 @@ def check_writes(http: Http, fixture: dict, tokens: dict[str, str]) -> None:
     highest = {kind: max([r["id"] for r in fixture[kind]] + fixture["deleted"][kind]) for kind in KINDS}
 
     gone = fixture["deleted_user"]["email"]
-    status, user = http("POST", "/v1/public/users/register", {"name": "Again", "email": gone, "password": "again-pass-1"})
+    status, user = http("POST", "/v1/public/users/register", {"name": "Again", "email": gone, "password": "fresh-start-pass-7"})
     assert status == 201, user
     assert user["id"] > highest["users"] and user["uuid"] != fixture["deleted_user"]["uuid"]
 

@@ -7,21 +7,36 @@ always stores a new object (``dataclasses.replace``).
 
 Everything lives as long as the app: nothing is saved, and each worker process of
 ``locky serve`` has its own copy, so serve it with ``--workers 1``.
+
+Transactions: every store method runs under the storage's one re-entrant lock, so each
+is atomic. :meth:`MemoryStorage.atomic` holds that lock for a whole block and, on
+entering the outermost block, takes a snapshot of every store's state (shallow copies:
+the records are frozen); an exception leaving the block puts the snapshot back.
+
+Times: the records' own timestamps are aware UTC datetimes. Times handed in by the
+caller (``expires_at``, ``now``, ``since``, ``due_at``) may be naive (taken as UTC, what
+Locky passes) or aware; they are compared as aware UTC and stored that way.
+
+Signing keys are the exception: the core makes the whole :class:`~locky.records.SigningKey`
+(its ``created_at`` included), so it is kept exactly as handed in, and the one time the
+storage sets on it, ``retired_at``, is a naive UTC datetime, the form Locky passes times
+in and Locky's own Pony storage returns them. ``prune`` compares as aware UTC either way.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import math
 import threading
 import time
 import uuid as uuidlib
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterable, Iterator
 
 from locky import Conflict, Group, Invalid, Member, Migration, NotFound, Page, Permission, Role, SchemaState, Session, User
-from locky.records import Authenticated
+from locky.records import Authenticated, Code, Letter, SigningKey, TotpState
 
 
 def now() -> datetime:
@@ -30,6 +45,16 @@ def now() -> datetime:
 
 def new_uuid() -> str:
     return str(uuidlib.uuid4())
+
+
+def naive_now() -> datetime:
+    """Now as a naive UTC datetime (what Locky passes, and how ``retired_at`` is kept)."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def aware(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC datetime: naive ones (what Locky passes) are UTC."""
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
 
 
 class _Records:
@@ -46,6 +71,12 @@ class _Records:
         self._last_id = 0
 
     # -- helpers, called with the lock held ------------------------------------
+
+    def _snapshot(self):
+        return dict(self.rows), list(self.ids), dict(self.by_uuid), self._last_id
+
+    def _restore(self, state) -> None:
+        self.rows, self.ids, self.by_uuid, self._last_id = state
 
     def _insert(self, make: Callable[[int, str, datetime], Any]):
         self._last_id += 1
@@ -168,10 +199,31 @@ class UserStore(_Records):
             changes["email"] = changes["email"].lower()
         with self.lock:
             user = self._live_or_404(id)
-            changed = self._changed(user, changes, ("name", "email", "password_hash"))
-            if "email" in changed and self._email_taken(changed["email"], but=id):
-                raise Conflict("email", "Already registered.")
+            changed = self._changed(
+                user, changes, ("name", "email", "password_hash", "email_verified", "disabled"))
+            if "email" in changed:
+                if self._email_taken(changed["email"], but=id):
+                    raise Conflict("email", "Already registered.")
+                # A new address is not proved yet, unless this very call says it is.
+                if changes.get("email_verified") is None and user.email_verified:
+                    changed["email_verified"] = False
             return self._store(dataclasses.replace(user, **changed, updated_at=now())) if changed else user
+
+    def mark_verified(self, uuid: str, email: str) -> User | None:
+        with self.lock:
+            user = self.get_by_uuid(uuid)
+            if user is None or not isinstance(email, str) or user.email != email.lower():
+                return None  # gone, or the code proves an address the user no longer has
+            if user.email_verified:
+                return user
+            return self._store(dataclasses.replace(user, email_verified=True, updated_at=now()))
+
+    def _set_mfa(self, uuid: str, enabled: bool) -> User | None:
+        """Set ``mfa_enabled`` of the live user ``uuid`` (lock held); the user or ``None``."""
+        user = self.get_by_uuid(uuid)
+        if user is None or user.mfa_enabled == enabled:
+            return user
+        return self._store(dataclasses.replace(user, mfa_enabled=enabled, updated_at=now()))
 
     def _after_delete(self, user: User) -> None:
         members = self.db.members
@@ -342,6 +394,12 @@ class SessionStore:
             self.rows[uuid] = session
             return session
 
+    def _snapshot(self):
+        return dict(self.rows)
+
+    def _restore(self, state) -> None:
+        self.rows = state
+
     def identity(self, uuid: str) -> tuple[Session, User] | None:
         found = self.authenticate(uuid)
         return None if found is None else (found.session, found.user)
@@ -404,6 +462,12 @@ class LoginThrottle:
         # since a key whose window starts again moves to the end.
         self.windows: dict[str, list] = {}
 
+    def _snapshot(self):
+        return {key: list(entry) for key, entry in self.windows.items()}  # entries change in place
+
+    def _restore(self, state) -> None:
+        self.windows = state
+
     def hit(self, key: str, *, limit: int, window: int) -> int | None:
         with self.lock:
             clock = time.time()
@@ -457,6 +521,12 @@ class GrantStore:
         self.lock = db.lock
         self.grants: set[tuple[str, str]] = set()
 
+    def _snapshot(self):
+        return set(self.grants)
+
+    def _restore(self, state) -> None:
+        self.grants = state
+
     def grant(self, user_uuid: str, role: str) -> bool:
         with self.lock:
             if (user_uuid, role) in self.grants:
@@ -477,6 +547,243 @@ class GrantStore:
         with self.lock:
             return frozenset(role for user, role in self.grants if user == user_uuid)
 
+    def holders(self, role: str) -> list[str]:
+        with self.lock:
+            return [user for user, held in self.grants if held == role]
+
+
+class CodeStore:
+    """Single-use codes by (hash, purpose); only hashes ever reach it."""
+
+    #: Codes that expired a day or more ago that one ``add`` deletes, at most.
+    PRUNE_BATCH = 100
+
+    def __init__(self, db: "MemoryStorage"):
+        self.lock = db.lock
+        self.rows: dict[tuple[str, str], Code] = {}  # insertion (so creation) order
+
+    def _snapshot(self):
+        return dict(self.rows)
+
+    def _restore(self, state) -> None:
+        self.rows = state
+
+    def add(self, *, code_hash: str, purpose: str, user_uuid: str, email: str, expires_at: datetime) -> Code:
+        with self.lock:
+            stamp = now()
+            cutoff = stamp - timedelta(days=1)
+            stale = [key for key, code in self.rows.items() if code.expires_at <= cutoff][:self.PRUNE_BATCH]
+            for key in stale:
+                del self.rows[key]
+            code = Code(code_hash=code_hash, purpose=purpose, user_uuid=user_uuid, email=email,
+                        created_at=stamp, expires_at=aware(expires_at))
+            self.rows.pop((code_hash, purpose), None)  # a fresh value: moves to the end
+            self.rows[(code_hash, purpose)] = code
+            return code
+
+    def _usable(self, code_hash: str, purpose: str, moment: datetime) -> Code | None:
+        code = self.rows.get((code_hash, purpose)) if isinstance(code_hash, str) else None
+        if code is None or code.used_at is not None or code.expires_at <= aware(moment):
+            return None
+        return code
+
+    def find(self, code_hash: str, purpose: str, *, now: datetime) -> Code | None:
+        with self.lock:
+            return self._usable(code_hash, purpose, now)
+
+    def use(self, code_hash: str, purpose: str, *, now: datetime) -> Code | None:
+        with self.lock:  # find and mark under one lock: one of concurrent uses wins
+            code = self._usable(code_hash, purpose, now)
+            if code is None:
+                return None
+            used = dataclasses.replace(code, used_at=aware(now))
+            self.rows[(code_hash, purpose)] = used
+            return used
+
+    def count_since(self, user_uuid: str, purpose: str, since: datetime) -> int:
+        with self.lock:
+            since = aware(since)
+            return sum(1 for code in self.rows.values()
+                       if code.user_uuid == user_uuid and code.purpose == purpose and code.created_at >= since)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Queued:
+    """A letter in the outbox with when it is due and until when a sender holds it."""
+
+    letter: Letter
+    due_at: datetime
+    held_until: datetime | None = None
+
+
+class Outbox:
+    """Letters waiting to be sent, by id (ascending: oldest first)."""
+
+    def __init__(self, db: "MemoryStorage"):
+        self.lock = db.lock
+        self.rows: dict[int, _Queued] = {}
+        self._last_id = 0
+
+    def _snapshot(self):
+        return dict(self.rows), self._last_id
+
+    def _restore(self, state) -> None:
+        self.rows, self._last_id = state
+
+    def put(self, *, purpose: str, email: str, user_uuid: str = "") -> Letter:
+        with self.lock:
+            self._last_id += 1
+            stamp = now()
+            letter = Letter(id=self._last_id, purpose=purpose, email=email, user_uuid=user_uuid,
+                            created_at=stamp, attempts=0)
+            self.rows[letter.id] = _Queued(letter, due_at=stamp)
+            return letter
+
+    def claim(self, *, now: datetime, lease: int, limit: int = 10) -> list[Letter]:
+        moment = aware(now)
+        with self.lock:  # one lock: concurrent claims never take the same letter
+            claimed = []
+            for id in sorted(self.rows):
+                if len(claimed) >= limit:
+                    break
+                queued = self.rows[id]
+                if queued.due_at > moment or (queued.held_until is not None and queued.held_until > moment):
+                    continue
+                letter = dataclasses.replace(queued.letter, attempts=queued.letter.attempts + 1)
+                self.rows[id] = dataclasses.replace(queued, letter=letter,
+                                                    held_until=moment + timedelta(seconds=lease))
+                claimed.append(letter)
+            return claimed
+
+    def done(self, id: int) -> None:
+        with self.lock:
+            self.rows.pop(id, None)
+
+    def retry(self, id: int, *, due_at: datetime) -> None:
+        with self.lock:
+            queued = self.rows.get(id)
+            if queued is not None:
+                self.rows[id] = dataclasses.replace(queued, due_at=aware(due_at), held_until=None)
+
+    def pending(self) -> int:
+        with self.lock:
+            return len(self.rows)
+
+
+class TotpStore:
+    """Users' TOTP states by user uuid; ``mfa_enabled`` on the user changes with them."""
+
+    def __init__(self, db: "MemoryStorage"):
+        self.db = db
+        self.lock = db.lock
+        self.rows: dict[str, TotpState] = {}
+
+    def _snapshot(self):
+        return dict(self.rows)
+
+    def _restore(self, state) -> None:
+        self.rows = state
+
+    def get(self, user_uuid: str) -> TotpState | None:
+        with self.lock:
+            return self.rows.get(user_uuid)
+
+    def begin(self, user_uuid: str, secret: str) -> bool:
+        with self.lock:
+            state = self.rows.get(user_uuid)
+            if state is not None and state.confirmed:
+                return False
+            self.rows[user_uuid] = TotpState(user_uuid=user_uuid, secret=secret, confirmed=False, last_step=0)
+            return True
+
+    def confirm(self, user_uuid: str, *, step: int, recovery_hashes: Iterable[str]) -> User | None:
+        with self.lock:
+            state = self.rows.get(user_uuid)
+            if state is None or state.confirmed or step <= state.last_step:
+                return None
+            if self.db.users.get_by_uuid(user_uuid) is None:
+                return None
+            self.rows[user_uuid] = dataclasses.replace(
+                state, confirmed=True, last_step=step, recovery_hashes=tuple(dict.fromkeys(recovery_hashes)))
+            return self.db.users._set_mfa(user_uuid, True)
+
+    def use_step(self, user_uuid: str, step: int) -> bool:
+        with self.lock:
+            state = self.rows.get(user_uuid)
+            if state is None or step <= state.last_step:
+                return False
+            self.rows[user_uuid] = dataclasses.replace(state, last_step=step)
+            return True
+
+    def use_recovery(self, user_uuid: str, code_hash: str) -> bool:
+        with self.lock:
+            state = self.rows.get(user_uuid)
+            if state is None or not state.confirmed or code_hash not in state.recovery_hashes:
+                return False
+            left = tuple(h for h in state.recovery_hashes if h != code_hash)
+            self.rows[user_uuid] = dataclasses.replace(state, recovery_hashes=left)
+            return True
+
+    def remove(self, user_uuid: str) -> User | None:
+        with self.lock:
+            if self.rows.pop(user_uuid, None) is None:
+                return None
+            return self.db.users._set_mfa(user_uuid, False)
+
+
+class KeyStore:
+    """Token-signing keys in the order they were stored (so oldest first). At most one
+    has no ``retired_at``: the active one, which every rotation replaces under the lock."""
+
+    def __init__(self, db: "MemoryStorage"):
+        self.lock = db.lock
+        self.rows: list[SigningKey] = []
+
+    def _snapshot(self):
+        return list(self.rows)  # the keys are frozen: a shallow copy is the whole state
+
+    def _restore(self, state) -> None:
+        self.rows = state
+
+    def _active(self) -> SigningKey | None:
+        return next((key for key in self.rows if key.retired_at is None), None)
+
+    def active(self) -> SigningKey | None:
+        with self.lock:
+            return self._active()
+
+    def all(self) -> list[SigningKey]:
+        with self.lock:
+            return list(self.rows)
+
+    def rotate(self, new: SigningKey, *, replacing: str | None) -> SigningKey:
+        # Compare and swap under the one lock: of concurrent rotations replacing the same
+        # kid one wins, and every other one returns the winner's key.
+        with self.lock:
+            current = self._active()
+            if current is not None and current.kid != replacing:
+                # Someone rotated first (or the caller's view is stale): keep theirs.
+                return current
+            # No active key at all: ``new`` becomes the first whatever ``replacing`` says
+            # (there is no key to defer to), as Locky's Pony storage does.
+            if any(key.kid == new.kid for key in self.rows):
+                raise Conflict("kid", "A signing key with this kid exists.")
+            if new.retired_at is not None:
+                new = dataclasses.replace(new, retired_at=None)  # it is the active key now
+            if current is not None:
+                retired = dataclasses.replace(current, retired_at=naive_now())
+                self.rows = [retired if key is current else key for key in self.rows]
+            self.rows.append(new)
+            return new
+
+    def prune(self, retired_before: datetime) -> int:
+        with self.lock:
+            cutoff = aware(retired_before)
+            kept = [key for key in self.rows if key.retired_at is None or aware(key.retired_at) >= cutoff]
+            pruned = len(self.rows) - len(kept)
+            self.rows = kept
+            return pruned
+
 
 class MemoryStorage:
     """The ``memory`` storage provider: a :class:`locky.Storage` in one process's memory."""
@@ -492,6 +799,38 @@ class MemoryStorage:
         self.sessions = SessionStore(self)
         self.throttle = LoginThrottle(self)
         self.grants = GrantStore(self)
+        self.codes = CodeStore(self)
+        self.outbox = Outbox(self)
+        self.totp = TotpStore(self)
+        self.keys = KeyStore(self)
+        self._depth = 0  # how many atomic() blocks are open (in the thread holding the lock)
+
+    _STORES = ("users", "groups", "members", "roles", "sessions", "throttle", "grants", "codes", "outbox", "totp",
+               "keys")
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Hold the lock for the block; an exception leaving the outermost block puts
+        back the state it started from (nested blocks join the outer one)."""
+        with self.lock:
+            saved = self._snapshot() if self._depth == 0 else None
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                if saved is not None:
+                    self._restore(saved)
+                raise
+            finally:
+                self._depth -= 1
+
+    def _snapshot(self):
+        return self._revision, {name: getattr(self, name)._snapshot() for name in self._STORES}
+
+    def _restore(self, saved) -> None:
+        self._revision, stores = saved
+        for name, state in stores.items():
+            getattr(self, name)._restore(state)
 
     def _bump(self) -> None:
         self._revision += 1

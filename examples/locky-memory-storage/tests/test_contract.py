@@ -23,9 +23,10 @@ class TestMemoryStorage(StorageContract):
 
 
 @pytest.fixture
-def locky_settings():
-    # Chosen by name, as an operator would: LOCKY_STORAGE=memory.
-    return make_settings("sqlite:///:memory:", storage="memory")
+def locky_settings(tmp_path):
+    # Chosen by name, as an operator would: LOCKY_STORAGE=memory. With no database file
+    # the ``file`` mailer would write to ./mail; each test gets its own folder instead.
+    return make_settings("sqlite:///:memory:", storage="memory", mail_dir=str(tmp_path / "mail"))
 
 
 def test_the_app_uses_the_memory_storage(locky_app):

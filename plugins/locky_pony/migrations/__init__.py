@@ -11,10 +11,17 @@ from __future__ import annotations
 
 from locky.providers import Migration
 
-from . import v0001_baseline, v0002_schema_history, v0003_throttle_window_index
+from . import (
+    v0001_baseline,
+    v0002_schema_history,
+    v0003_throttle_window_index,
+    v0004_account_lifecycle,
+    v0005_signing_keys,
+)
 
 #: Steps in order; a step's version is its position (1-based).
-STEPS = (v0001_baseline, v0002_schema_history, v0003_throttle_window_index)
+STEPS = (v0001_baseline, v0002_schema_history, v0003_throttle_window_index, v0004_account_lifecycle,
+         v0005_signing_keys)
 #: The schema version this code writes.
 LATEST = len(STEPS)
 

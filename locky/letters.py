@@ -1,0 +1,68 @@
+"""The messages Locky sends (CONTRACT §11): what they say, as RFC 5322 messages.
+
+Every message is plain text with its code on a line of its own, ``Token: <code>``, so
+a person can copy it and a program can find it; with ``LOCKY_PUBLIC_URL`` set it also
+carries a link to the console page that takes the code. The code travels in the link's
+fragment (after ``#``), which browsers never send to a server: it stays out of access
+logs and ``Referer`` headers. ``X-Locky-Purpose`` names what the message is for.
+"""
+
+from __future__ import annotations
+
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
+from urllib.parse import quote
+
+VERIFY, RESET = "verify", "reset"
+
+SUBJECTS = {
+    VERIFY: "Confirm your email address",
+    RESET: "Reset your password",
+}
+
+BODIES = {
+    VERIFY: (
+        "Hello {name},\n\n"
+        "please confirm that {email} is your email address by entering this code\n"
+        "(it expires in {ttl}):\n\n"
+        "Token: {code}\n"
+        "{link}\n"
+        "If you did not ask for this, ignore this message.\n"
+    ),
+    RESET: (
+        "Hello {name},\n\n"
+        "someone (we hope you) asked to reset the password of the account {email}.\n"
+        "Enter this code with your new password (it expires in {ttl}):\n\n"
+        "Token: {code}\n"
+        "{link}\n"
+        "If you did not ask for this, ignore this message: your password stays as it is.\n"
+    ),
+}
+
+PAGES = {VERIFY: "verify", RESET: "reset-password"}
+
+
+def compose(purpose: str, *, to: str, name: str, code: str, ttl: int, sender: str,
+            public_url: str | None) -> EmailMessage:
+    """The message of ``purpose`` (``verify`` or ``reset``) carrying ``code`` to ``to``."""
+    link = ""
+    if public_url:
+        link = f"\nOr open: {public_url}/console/#/{PAGES[purpose]}?token={quote(code, safe='')}\n"
+    message = EmailMessage()
+    message["Subject"] = SUBJECTS[purpose]
+    message["From"] = sender
+    message["To"] = to
+    message["Date"] = formatdate(localtime=False, usegmt=True)
+    message["Message-ID"] = make_msgid(domain="locky")
+    message["X-Locky-Purpose"] = purpose
+    message.set_content(BODIES[purpose].format(name=name or to, email=to, code=code, link=link,
+                                               ttl=_duration(ttl)))
+    return message
+
+
+def _duration(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        hours = seconds // 3600
+        return f"{hours} hour{'s' if hours != 1 else ''}"
+    minutes = max(1, seconds // 60)
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"

@@ -1,0 +1,122 @@
+"""The account lifecycle (CONTRACT §11): proving an address, resetting a forgotten
+password, turning a second factor on and off.
+
+Requests only queue letters (:mod:`locky.mail_sender` makes their codes and sends
+them) and spend codes; what a public route answers never depends on whether an
+account exists, and costs the same either way (one letter queued).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from locky import events, letters, password_rules
+from locky.accounts import Accounts
+from locky.codes import hash_code, hash_recovery_code, new_recovery_code
+from locky.errors import Invalid, StateConflict
+from locky.mail_sender import utcnow
+from locky.records import User
+
+BAD_TOKEN = "Invalid, used or expired code."
+RECOVERY_CODES = 10
+
+
+class Lifecycle:
+    def __init__(self, context, accounts: Accounts):
+        self.context = context
+        self.accounts = accounts
+        self.storage = context.storage
+
+    # -- mail ---------------------------------------------------------------------------
+
+    def queue(self, purpose: str, email: str, user_uuid: str = "") -> None:
+        """Queue a letter and wake the sender (the request's only work for it)."""
+        self.storage.outbox.put(purpose=purpose, email=email, user_uuid=user_uuid)
+        self.context.mail_sender.wake()
+
+    # -- email verification ---------------------------------------------------------------
+
+    def verify(self, token: str, request_id: str | None = None) -> User:
+        """Spend a verification code: its account's address (the one it was sent to) is proved."""
+        code = self.storage.codes.use(hash_code(token), letters.VERIFY, now=utcnow())
+        user = self.storage.users.mark_verified(code.user_uuid, code.email) if code else None
+        if user is None:
+            raise Invalid.one("token", BAD_TOKEN)
+        self.context.emit(events.EMAIL_VERIFIED, kind="users", record=user, actor_uuid=user.uuid,
+                          request_id=request_id)
+        return user
+
+    def resend(self, email: str) -> None:
+        """Queue a new verification letter for ``email`` (sent only to a live account
+        still unverified, within the hourly limit)."""
+        self.queue(letters.VERIFY, email)
+
+    # -- password reset -------------------------------------------------------------------
+
+    def forgot(self, email: str) -> None:
+        """Queue a reset letter for ``email`` (sent only to a live account, at most
+        three an hour)."""
+        self.queue(letters.RESET, email)
+
+    def reset(self, token: str, password: str, request_id: str | None = None) -> User:
+        """Set a new password with a reset code: every login of the account ends and its
+        lockout is lifted; the code proved the address too. The code is spent only when
+        the password is accepted."""
+        codes, users = self.storage.codes, self.storage.users
+        found = codes.find(hash_code(token), letters.RESET, now=utcnow())
+        user = users.get_by_uuid(found.user_uuid) if found else None
+        if user is None or user.email != found.email:
+            raise Invalid.one("token", BAD_TOKEN)
+        password_rules.check(password, email=user.email, name=user.name)
+        password_hash = self.context.password_hasher.hash(password)
+        with self.storage.atomic():
+            if codes.use(found.code_hash, letters.RESET, now=utcnow()) is None:
+                raise Invalid.one("token", BAD_TOKEN)
+            user = users.update(user.id, password_hash=password_hash, email_verified=True)
+            revoked = self.storage.sessions.revoke_all(user.uuid)
+        self.storage.throttle.reset(user.email)
+        self.context.emit(events.PASSWORD_RESET, kind="users", record=user, actor_uuid=user.uuid,
+                          details={"sessions_revoked": revoked}, request_id=request_id)
+        return user
+
+    # -- TOTP -----------------------------------------------------------------------------
+
+    def totp_begin(self, user: User) -> dict[str, Any]:
+        """A new pending secret for the caller (replacing a pending one)."""
+        totp = self.accounts.totp_codes
+        secret = totp.new_secret()
+        if not self.storage.totp.begin(user.uuid, totp.seal(secret, user.uuid)):
+            raise StateConflict("TOTP is already enabled; turn it off before setting it up again.")
+        return {"secret": secret, "otpauth_uri": totp.uri(secret, user.email)}
+
+    def totp_confirm(self, user: User, code: str, request_id: str | None = None) -> dict[str, Any]:
+        """Turn TOTP on with a first code from the pending secret; the recovery codes,
+        shown this once."""
+        state = self.storage.totp.get(user.uuid)
+        if state is None or state.confirmed:
+            raise Invalid.one("code", "No TOTP setup is pending: start one first.")
+        totp = self.accounts.totp_codes
+        step = totp.step_of(totp.open(state.secret, user.uuid), code)
+        confirmed = None
+        if step is not None:
+            recovery = [new_recovery_code() for _ in range(RECOVERY_CODES)]
+            confirmed = self.storage.totp.confirm(user.uuid, step=step,
+                                                  recovery_hashes=[hash_recovery_code(c) for c in recovery])
+        if confirmed is None:
+            raise Invalid.one("code", "Invalid code: enter the current code of your authenticator app.")
+        self.context.emit(events.MFA_ENABLED, kind="users", record=confirmed, actor_uuid=user.uuid,
+                          request_id=request_id)
+        return {"recovery_codes": recovery}
+
+    def totp_remove(self, user: User, code: str, request_id: str | None = None) -> None:
+        """Turn TOTP off, proved by a TOTP or recovery code (a stolen access token alone
+        cannot remove the second factor)."""
+        state = self.storage.totp.get(user.uuid)
+        if state is None or not state.confirmed:
+            raise StateConflict("TOTP is not enabled.")
+        if not self.accounts.second_factor(user, code):
+            raise Invalid.one("code", "Invalid code.")
+        removed = self.storage.totp.remove(user.uuid)
+        if removed is not None:
+            self.context.emit(events.MFA_DISABLED, kind="users", record=removed, actor_uuid=user.uuid,
+                              request_id=request_id)

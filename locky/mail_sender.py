@@ -1,0 +1,178 @@
+"""The background sender: takes letters from storage's outbox and hands them to the mailer.
+
+Requests never talk to a mail server. They queue a *letter* (what to send, to whom) in
+storage, in their own transaction, and wake this process's sender; the sender makes the
+message's code, stores its hash, composes the message and gives it to the configured
+mailer (CONTRACT §11). So a slow or broken mail server never slows or fails a request,
+and a letter is never lost: a crash or an outage only delays it.
+
+- Every worker process runs one sender thread; letters are *claimed* for a lease
+  (``Outbox.claim``), so processes and hosts never send one letter twice at once, and a
+  sender that dies mid-way lets its letters go when the lease ends.
+- A letter that cannot be sent is retried after 2, 4, 8 ... seconds, at most
+  :data:`MAX_DELAY`, for as long as it takes. Its code is spent at once (a message
+  that did not go out must not leave a usable code behind); the next attempt makes a
+  new one.
+- Letters that turn out to need no message (an address with no account, one already
+  verified, an account over its hourly limit) are dropped silently: the request that
+  queued them answered the same whatever happened here.
+- Codes never reach a log line; the sender logs letter ids and failure kinds only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from datetime import datetime, timedelta, timezone
+from email.message import EmailMessage
+
+from locky import letters
+from locky.codes import hash_code, new_code
+from locky.records import Letter, User
+
+log = logging.getLogger("locky.mail")
+
+#: Seconds a claimed letter is held by its sender before another may take it.
+LEASE = 120
+#: Seconds between looks at the outbox when nothing woke the sender.
+POLL = 5.0
+#: The longest wait between two attempts at one letter.
+MAX_DELAY = 300
+#: Messages one account may be sent on a caller's request (reset; verification resent).
+HOURLY_LIMIT = 3
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def retry_delay(attempts: int) -> int:
+    """Seconds before the next attempt after ``attempts`` failed ones."""
+    return min(MAX_DELAY, 2 ** min(attempts, 16))
+
+
+class MailSender:
+    """One app's sender: a daemon thread per process, started on first use."""
+
+    def __init__(self, context):
+        self.context = context
+        self.settings = context.settings
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid: int | None = None
+
+    # -- the thread ------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the sender thread in this process (again after a fork), unless stopped."""
+        if self._stop.is_set() or (self._pid == os.getpid() and self._thread is not None):
+            return
+        with self._lock:
+            if self._stop.is_set() or (self._pid == os.getpid() and self._thread is not None):
+                return
+            self._pid = os.getpid()
+            self._thread = threading.Thread(target=self._run, name="locky-mail-sender", daemon=True)
+            self._thread.start()
+
+    def wake(self) -> None:
+        """A letter was queued: look at the outbox now."""
+        self.start()
+        self._wake.set()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                handled = self.send_due()
+                failures = 0
+            except Exception as exc:  # storage down: look again later
+                failures += 1
+                handled = 0
+                if failures == 1:
+                    log.warning("mail sender: cannot read the outbox (%s); retrying", type(exc).__name__)
+            if handled:
+                continue
+            self._wake.wait(POLL if not failures else min(30.0, 2.0 ** failures))
+            self._wake.clear()
+
+    # -- one pass --------------------------------------------------------------------
+
+    def send_due(self, limit: int = 10) -> int:
+        """Claim the letters due now and deliver each; how many were claimed."""
+        outbox = self.context.storage.outbox
+        claimed = outbox.claim(now=utcnow(), lease=LEASE, limit=limit)
+        for letter in claimed:
+            if self._stop.is_set():
+                break  # the lease lets it go; another process or the next start sends it
+            self._deliver(letter)
+        return len(claimed)
+
+    def _deliver(self, letter: Letter) -> None:
+        storage = self.context.storage
+        try:
+            prepared = self._prepare(letter)
+        except Exception as exc:
+            log.warning("mail sender: letter %s not prepared (%s); retried when its lease ends",
+                        letter.id, type(exc).__name__)
+            return
+        if prepared is None:
+            storage.outbox.done(letter.id)
+            return
+        message, code_hash = prepared
+        try:
+            self.context.mailer.send(message)
+        except Exception as exc:
+            delay = retry_delay(letter.attempts)
+            log.warning("mail sender: letter %s (%s) not sent on attempt %d (%s); next try in %d s",
+                        letter.id, letter.purpose, letter.attempts, type(exc).__name__, delay)
+            storage.codes.use(code_hash, letter.purpose, now=utcnow())  # never delivered: spent
+            storage.outbox.retry(letter.id, due_at=utcnow() + timedelta(seconds=delay))
+            return
+        storage.outbox.done(letter.id)
+        log.info("mail sender: letter %s (%s) sent", letter.id, letter.purpose)
+
+    def _prepare(self, letter: Letter) -> tuple[EmailMessage, str] | None:
+        """The message and its code's hash, or ``None`` when nothing is to be sent."""
+        user = self._recipient(letter)
+        if user is None:
+            return None
+        ttl = self.settings.verify_ttl if letter.purpose == letters.VERIFY else self.settings.reset_ttl
+        now = utcnow()
+        code = new_code()
+        code_hash = hash_code(code)
+        self.context.storage.codes.add(code_hash=code_hash, purpose=letter.purpose, user_uuid=user.uuid,
+                                       email=user.email, expires_at=now + timedelta(seconds=ttl))
+        message = letters.compose(letter.purpose, to=user.email, name=user.name, code=code, ttl=ttl,
+                                  sender=self.settings.mail_from, public_url=self.settings.public_base)
+        return message, code_hash
+
+    def _recipient(self, letter: Letter) -> User | None:
+        """Who the letter goes to, if it is still to be sent."""
+        users = self.context.storage.users
+        if letter.purpose not in letters.SUBJECTS:
+            log.warning("mail sender: letter %s has an unknown purpose; dropped", letter.id)
+            return None
+        # A letter queued for a known account (registration, a new email) names it; one
+        # asked for by a caller (forgot, resend) names only the address they typed.
+        asked = not letter.user_uuid
+        user = users.get_by_email(letter.email) if asked else users.get_by_uuid(letter.user_uuid)
+        if user is None or user.email != letter.email or user.disabled:
+            return None
+        if letter.purpose == letters.VERIFY and user.email_verified:
+            return None
+        if asked and letter.attempts == 1:
+            since = utcnow() - timedelta(hours=1)
+            if self.context.storage.codes.count_since(user.uuid, letter.purpose, since) >= HOURLY_LIMIT:
+                log.info("mail sender: letter %s dropped: the account's hourly limit is spent", letter.id)
+                return None
+        return user

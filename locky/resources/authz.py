@@ -1,0 +1,203 @@
+"""The authorization API for client applications (CONTRACT §7, §10): check (with its
+explanation), batch check, what a user may do, and who may do something.
+
+Every answer comes from the same policy snapshot and the same rules as the single check
+(``context.allowed``): a batch item, a listed permission or a listed user is never
+decided any other way. Asking needs ``authz`` × ``read``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marshmallow import ValidationError
+
+from locky.errors import Invalid, NotSupported
+from locky.media import first_message, load_query, read_json
+from locky.paging import every
+from locky.records import Identity, User
+from locky.routes import Operation, Route
+from locky.schemas import (
+    READ_ONLY,
+    AuthzCheckItemSchema,
+    AuthzQuerySchema,
+    PermissionsQuerySchema,
+    SubjectsQuerySchema,
+    UserSchema,
+)
+
+USER = UserSchema()
+MAX_CHECKS = 100
+
+
+def as_identity(user: User) -> Identity:
+    return Identity(user=user, session_uuid=None, scheme="check")
+
+
+class Decisions:
+    """What the service decides for any user, read-only, with users looked up once."""
+
+    def __init__(self, context):
+        self.context = context
+        self.users = context.storage.users
+
+    def user(self, uuid: str, found: dict[str, User | None]) -> User | None:
+        if uuid not in found:
+            found[uuid] = self.users.get_by_uuid(uuid)
+        return found[uuid]
+
+    def allowed(self, user: User | None, resource: str, action: str, group_uuid: str | None) -> bool:
+        return user is not None and self.context.allowed(as_identity(user), resource, action, group_uuid=group_uuid)
+
+    def capability(self, name: str):
+        found = getattr(self.context.authorizer, name, None)
+        if found is None:
+            raise NotSupported(f"The configured authorizer ({self.context.settings.authorizer}) cannot answer this.")
+        return found
+
+
+class AuthzCheck:
+    """``GET``: one question, optionally explained; ``POST``: up to 100 at once."""
+
+    def __init__(self, context):
+        self.context = context
+        self.decisions = Decisions(context)
+
+    def on_get(self, req, resp):
+        self.context.require(req.context.identity, "authz", "read")
+        query = load_query(AuthzQuerySchema(), req)
+        user = self.decisions.user(query["user_uuid"], {})
+        group_uuid = query.get("group_uuid")
+        allowed = self.decisions.allowed(user, query["resource"], query["action"], group_uuid)
+        answer: dict[str, Any] = {"allowed": bool(allowed)}
+        if query["explain"]:
+            explain = self.decisions.capability("explain")
+            roles, matched = [], []
+            if user is not None:
+                explanation = explain(user, query["resource"], query["action"], group_uuid=group_uuid)
+                roles = explanation.roles
+                matched = explanation.matched if allowed else []  # a veto leaves nothing that allowed it
+            answer.update(matched=matched, roles=roles)
+        resp.media = answer
+
+    def on_post(self, req, resp):
+        self.context.require(req.context.identity, "authz", "read")
+        checks = self._checks(read_json(req, self.context.settings.max_body_bytes))
+        users: dict[str, User | None] = {}
+        resp.media = {"results": [
+            {"allowed": bool(self.decisions.allowed(self.decisions.user(c["user_uuid"], users), c["resource"],
+                                                    c["action"], c.get("group_uuid")))}
+            for c in checks
+        ]}
+
+    @staticmethod
+    def _checks(body: Any) -> list[dict]:
+        """The validated items; a bad one is a 400 keyed ``checks.<index>.<field>``."""
+        if not isinstance(body, dict):
+            raise Invalid.one("body", "Must be a JSON object.")
+        unknown = sorted(set(body) - {"checks"} - set(READ_ONLY))  # read-only fields are ignored (§2)
+        if unknown:
+            raise Invalid.one(unknown[0], "Unknown field.")
+        checks = body.get("checks")
+        if checks is None:
+            raise Invalid.one("checks", "Missing data for required field.")
+        if not isinstance(checks, list):
+            raise Invalid.one("checks", "Not a valid list.")
+        if not 1 <= len(checks) <= MAX_CHECKS:
+            raise Invalid.one("checks", f"Give 1 to {MAX_CHECKS} checks.")
+        item_schema = AuthzCheckItemSchema()
+        loaded = []
+        for index, item in enumerate(checks):
+            try:
+                loaded.append(item_schema.load(item))
+            except ValidationError as exc:
+                messages = exc.messages if isinstance(exc.messages, dict) else {"_schema": exc.messages}
+                field, message = next(iter(messages.items()))
+                key = f"checks.{index}" if field == "_schema" else f"checks.{index}.{field}"
+                raise Invalid.one(key, first_message(message)) from None
+        return loaded
+
+
+class AuthzPermissions:
+    """``GET``: everything a user may do, globally and in their groups (or in one)."""
+
+    def __init__(self, context):
+        self.context = context
+        self.decisions = Decisions(context)
+
+    def on_get(self, req, resp):
+        self.context.require(req.context.identity, "authz", "read")
+        query = load_query(PermissionsQuerySchema(), req)
+        permissions = self.decisions.capability("permissions")
+        user = self.context.storage.users.get_by_uuid(query["user_uuid"])
+        if user is None:
+            resp.media = {"permissions": []}
+            return
+        group_uuid = query.get("group_uuid")
+        groups = [None, group_uuid] if group_uuid else [
+            None, *(member.group_uuid for member in every(self.context.storage.members, user_uuid=user.uuid))]
+        resp.media = {"permissions": permissions(user, groups)}
+
+class AuthzSubjects:
+    """``GET``: the users who may do something, keyset-paged by user id."""
+
+    def __init__(self, context):
+        self.context = context
+        self.decisions = Decisions(context)
+
+    def on_get(self, req, resp):
+        self.context.require(req.context.identity, "authz", "read")
+        query = load_query(SubjectsQuerySchema(), req)
+        resource, action, group_uuid = query["resource"], query["action"], query.get("group_uuid")
+        holders = self.decisions.capability("explicit_holders")(resource, action, group_uuid)
+        everyone = self.decisions.capability("may_everyone")(resource, action)
+        users: dict[str, User | None] = {}
+        allowed = sorted(
+            (user for user in (self.decisions.user(uuid, users) for uuid in holders)
+             if user is not None and user.id > query["after_id"]
+             and self.decisions.allowed(user, resource, action, group_uuid)),
+            key=lambda user: user.id,
+        )
+        page = allowed[:query["limit"]]
+        resp.media = {
+            "users": [USER.dump(user) for user in page],
+            "next_after_id": page[-1].id if len(allowed) > query["limit"] else None,
+            "all_users": bool(everyone),
+        }
+
+
+def routes(context) -> list[Route]:
+    tag = "authz"
+    errors = (400, 401, 403, 501, 503)
+    check = AuthzCheck(context)
+    return [
+        Route("/v1/internal/authz/check", check, (
+            Operation("get", "Ask the policy: may this user do that?", tag, response="ExplainedDecision",
+                      query=AuthzQuerySchema, errors=errors,
+                      description="With group_uuid, the user's role in that group applies too. Unknown or"
+                                  " deleted users are allowed nothing. explain=true adds matched (the policy"
+                                  " lines or stored permissions that allowed it; empty when denied) and roles"
+                                  " (every role the user held for the decision, user included)."),
+            Operation("post", "Ask up to 100 questions at once", tag, body="AuthzBatchRequest",
+                      response="DecisionList", errors=(*errors, 413, 415),
+                      description="Each answer equals the single check's, in request order. More than 100"
+                                  " checks is a 400 on checks; a bad item a 400 keyed checks.<index>.<field>."),
+        )),
+        Route("/v1/internal/authz/permissions", AuthzPermissions(context), (
+            Operation("get", "What a user may do", tag, response="PermissionList", query=PermissionsQuerySchema,
+                      errors=errors,
+                      description="Every permission of every role the user holds: globally and in each of"
+                                  " their groups, or with group_uuid only what holds there (global rules"
+                                  " included). Wildcards (*) as written in the policy; an action that inherits"
+                                  " a listed one through g2 (write: create, update, delete) is listed too."
+                                  " An unknown user has none."),
+        )),
+        Route("/v1/internal/authz/subjects", AuthzSubjects(context), (
+            Operation("get", "Who may do it", tag, response="SubjectList", query=SubjectsQuerySchema,
+                      errors=errors,
+                      description="The users with an explicit grant (global roles, admin emails, policy lines"
+                                  " naming them, and with group_uuid the group's members whose role allows it),"
+                                  " keyset-paged by id. all_users is true when a rule gives it to every"
+                                  " authenticated user; those are then not listed one by one."),
+        )),
+    ]

@@ -1,0 +1,155 @@
+"""Account-lifecycle resources (CONTRACT §11): verify, resend, forgot, reset, the second
+login step, and the caller's TOTP."""
+
+from __future__ import annotations
+
+import falcon
+
+from locky.accounts import Accounts
+from locky.client_address import ClientAddresses
+from locky.lifecycle import Lifecycle
+from locky.routes import Operation, Route
+from locky.schemas import (
+    EmailRequestSchema,
+    MfaLoginRequestSchema,
+    ResetRequestSchema,
+    TokenSchema,
+    TotpCodeRequestSchema,
+    VerifyRequestSchema,
+)
+
+from .writes import body
+
+TOKEN = TokenSchema()
+ACCEPTED = {"status": "accepted"}
+
+
+class Verify:
+    def __init__(self, context, lifecycle: Lifecycle):
+        self.context, self.lifecycle = context, lifecycle
+
+    def on_post(self, req, resp):
+        data = body(self.context, req, VerifyRequestSchema())
+        self.lifecycle.verify(data["token"], req.context.request_id)
+        resp.status = falcon.HTTP_204
+
+
+class Accepted:
+    """``POST {"email"}`` answered 202 with one body whatever the address: ``queue``
+    (resend a verification code, send a reset code) decides later, in the sender."""
+
+    def __init__(self, context, queue):
+        self.context, self.queue = context, queue
+
+    def on_post(self, req, resp):
+        data = body(self.context, req, EmailRequestSchema())
+        self.queue(data["email"])
+        resp.status = falcon.HTTP_202
+        resp.media = ACCEPTED
+
+
+class Reset:
+    def __init__(self, context, lifecycle: Lifecycle):
+        self.context, self.lifecycle = context, lifecycle
+
+    def on_post(self, req, resp):
+        data = body(self.context, req, ResetRequestSchema())
+        self.lifecycle.reset(data["token"], data["password"], req.context.request_id)
+        resp.status = falcon.HTTP_204
+
+
+class MfaLogin:
+    def __init__(self, context, accounts: Accounts):
+        self.context, self.accounts = context, accounts
+        self.client_addresses = ClientAddresses(context.settings.trusted_proxies)
+
+    def on_post(self, req, resp):
+        data = body(self.context, req, MfaLoginRequestSchema())
+        resp.media = TOKEN.dump(self.accounts.login_mfa(data["mfa_token"], data["code"], req.context.request_id,
+                                                        client_address=self.client_addresses.of(req)))
+
+
+class Totp:
+    """The caller's own TOTP: set up (POST), turn off (DELETE)."""
+
+    def __init__(self, context, lifecycle: Lifecycle):
+        self.context, self.lifecycle = context, lifecycle
+
+    def _caller(self, req):
+        identity = req.context.identity
+        self.context.require(identity, "users", "update", own=True)
+        return identity.user
+
+    def on_post(self, req, resp):
+        user = self._caller(req)
+        resp.media = self.lifecycle.totp_begin(user)
+
+    def on_post_confirm(self, req, resp):
+        user = self._caller(req)
+        data = body(self.context, req, TotpCodeRequestSchema())
+        resp.media = self.lifecycle.totp_confirm(user, data["code"], req.context.request_id)
+
+    def on_delete(self, req, resp):
+        user = self._caller(req)
+        data = body(self.context, req, TotpCodeRequestSchema())
+        self.lifecycle.totp_remove(user, data["code"], req.context.request_id)
+        resp.status = falcon.HTTP_204
+
+
+def routes(context, accounts: Accounts) -> list[Route]:
+    lifecycle = Lifecycle(context, accounts)
+    tag = "account"
+    public_errors = (400, 413, 415, 503)
+    totp = Totp(context, lifecycle)
+    mine = (401, 403, 413, 415, 503)
+    return [
+        Route("/v1/public/users/verify", Verify(context, lifecycle), (
+            Operation("post", "Prove an email address with the code sent to it", tag, status=204,
+                      body="VerifyRequest", public=True, errors=public_errors,
+                      description="Spends the code (single use, LOCKY_VERIFY_TTL seconds, default a day)"
+                                  " and sets the account's email_verified. A bad, used or expired code, or"
+                                  " one sent to an address the account no longer has, is a 400 on token."),
+        )),
+        Route("/v1/public/users/verify/resend", Accepted(context, lifecycle.resend), (
+            Operation("post", "Send a new verification code", tag, status=202, body="EmailRequest",
+                      response="Accepted", public=True, errors=public_errors,
+                      description="Always 202 with the same body: a message goes only to a live,"
+                                  " unverified account, at most 3 an hour. Earlier codes stay valid."),
+        )),
+        Route("/v1/public/users/password/forgot", Accepted(context, lifecycle.forgot), (
+            Operation("post", "Ask for a password-reset code by email", tag, status=202, body="EmailRequest",
+                      response="Accepted", public=True, errors=public_errors,
+                      description="Always 202 with the same body, in the same time, whether or not the"
+                                  " address has an account: a message goes only to a live account, at"
+                                  " most 3 per account per hour. The code lives LOCKY_RESET_TTL seconds"
+                                  " (default 30 minutes)."),
+        )),
+        Route("/v1/public/users/password/reset", Reset(context, lifecycle), (
+            Operation("post", "Set a new password with a reset code", tag, status=204, body="ResetRequest",
+                      public=True, errors=public_errors,
+                      description="Sets the password (the password rules apply), ends every login of the"
+                                  " account, lifts its login lockout and marks its email verified. The"
+                                  " code is spent only when the password is accepted."),
+        )),
+        Route("/v1/public/users/login/mfa", MfaLogin(context, accounts), (
+            Operation("post", "Log in, second step: a TOTP or recovery code", "users", body="MfaLoginRequest",
+                      response="Token", public=True, errors=(400, 401, 403, 413, 415, 429, 503),
+                      description="For a login whose first step answered mfa_required. A TOTP code works"
+                                  " once (±30 s); a recovery code works once. Wrong codes are failed"
+                                  " logins: they count toward the lockout (429). The mfa_token is spent by"
+                                  " the right code; an unknown, used or expired one is a 401."),
+        )),
+        Route("/v1/private/users/me/mfa/totp", totp, (
+            Operation("post", "Set up TOTP: a new secret, pending until confirmed", tag,
+                      response="TotpSetup", errors=(401, 403, 409, 503),
+                      description="Replaces a pending secret; 409 while TOTP is on. The secret is kept"
+                                  " encrypted at rest."),
+            Operation("delete", "Turn TOTP off, proved by a TOTP or recovery code", tag, status=204,
+                      body="TotpCodeRequest", errors=(400, 409, *mine)),
+        )),
+        Route("/v1/private/users/me/mfa/totp/confirm", totp, (
+            Operation("post", "Turn TOTP on with a first code; get recovery codes", tag,
+                      body="TotpCodeRequest", response="RecoveryCodes", errors=(400, *mine),
+                      description="The ten recovery codes are shown only in this answer."),
+        ), suffix="confirm"),
+    ]

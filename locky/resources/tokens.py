@@ -1,0 +1,193 @@
+"""Tokens other applications verify (CONTRACT §9): the JWKS, the authorization-server
+metadata (RFC 8414), key rotation and listing, introspection (RFC 7662) and
+revocation (RFC 7009)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jwt
+
+from locky import events
+from locky.errors import LockyError, StateConflict
+from locky.media import load, read_json_or_form
+from locky.routes import Operation, Route
+from locky.schemas import KeyListSchema, TokenRequestSchema
+
+JWKS_PATH = "/.well-known/jwks.json"
+METADATA_PATH = "/.well-known/oauth-authorization-server"
+#: Seconds clients may keep the JWKS and metadata; a verifier meeting a kid it does not
+#: know (a key rotated in the meantime) fetches the JWKS again.
+JWKS_MAX_AGE = 300
+KEY_LIST = KeyListSchema()
+
+
+def signing_keys(context):
+    """The token backend's signing keys, or ``None`` (an HMAC algorithm, another backend)."""
+    return getattr(context.tokens, "keys", None)
+
+
+class Jwks:
+    def __init__(self, context):
+        self.context = context
+
+    def on_get(self, req, resp):
+        keys = signing_keys(self.context)
+        resp.media = {"keys": keys.published() if keys is not None else []}
+        resp.cache_control = ["public", f"max-age={JWKS_MAX_AGE}"]
+
+
+class Metadata:
+    """RFC 8414's document: where the keys, the login and the token endpoints are."""
+
+    def __init__(self, context):
+        self.context = context
+
+    def on_get(self, req, resp):
+        settings = self.context.settings
+        base = settings.public_base or req.prefix
+        resp.media = {
+            "issuer": settings.issuer,
+            "jwks_uri": base + JWKS_PATH,
+            "token_endpoint": base + "/v1/public/users/login",
+            "introspection_endpoint": base + "/v1/internal/tokens/introspect",
+            "revocation_endpoint": base + "/v1/public/tokens/revoke",
+            "grant_types_supported": ["password", "refresh_token"],
+            "token_endpoint_auth_methods_supported": ["none"],
+            "introspection_endpoint_auth_methods_supported": ["bearer"],
+            "response_types_supported": [],
+            "id_token_signing_alg_values_supported": [settings.jwt_algorithm],
+        }
+        resp.cache_control = ["public", f"max-age={JWKS_MAX_AGE}"]
+
+
+class KeyList:
+    def __init__(self, context):
+        self.context = context
+
+    def on_get(self, req, resp):
+        self.context.require(req.context.identity, "keys", "read")
+        keys = signing_keys(self.context)
+        resp.media = KEY_LIST.dump({"keys": keys.listing() if keys is not None else []})
+
+
+class KeyRotation:
+    def __init__(self, context):
+        self.context = context
+
+    def on_post(self, req, resp):
+        identity = req.context.identity
+        self.context.require(identity, "keys", "rotate")
+        keys = signing_keys(self.context)
+        if keys is None:
+            raise StateConflict(f"{self.context.settings.jwt_algorithm} tokens are signed with LOCKY_JWT_SECRET:"
+                                " there is no key to rotate.")
+        record = keys.rotate()
+        self.context.emit(events.KEY_ROTATED, kind="keys", actor_uuid=identity.user.uuid,
+                          details={"kid": record.kid, "alg": record.alg}, request_id=req.context.request_id)
+        resp.media = json.loads(record.public_jwk)
+
+
+class Inspector:
+    """What a token is now: its verified claims and whether its login still holds."""
+
+    def __init__(self, context):
+        self.context = context
+
+    def live_claims(self, token: str) -> dict[str, Any] | None:
+        """The claims of a token valid now (signature, time, issuer, audience, a live
+        session of a live, enabled user), or ``None``."""
+        try:  # read unverified only to learn its type; verify() checks everything
+            claims = jwt.decode(token, options={"verify_signature": False})
+        except jwt.PyJWTError:
+            return None
+        kind = claims.get("typ")
+        if kind not in ("access", "refresh"):
+            return None
+        try:
+            checked = self.context.tokens.verify(token, kind=kind)
+            found = self.context.storage.sessions.authenticate(checked.session_uuid)
+        except LockyError:
+            return None
+        if found is None or found.user.uuid != checked.subject or found.user.disabled:
+            return None
+        if kind == "refresh" and found.session.refresh_jti != checked.jti:
+            return None  # an earlier refresh token of the login: used, so dead
+        claims["username"] = found.user.email
+        return claims
+
+
+class Introspection:
+    def __init__(self, context):
+        self.context = context
+        self.inspector = Inspector(context)
+
+    def on_post(self, req, resp):
+        self.context.require(req.context.identity, "tokens", "introspect")
+        data = load(TokenRequestSchema(), read_json_or_form(req, self.context.settings.max_body_bytes))
+        claims = self.inspector.live_claims(data["token"])
+        if claims is None:
+            resp.media = {"active": False}
+            return
+        resp.media = {
+            "active": True, "sub": claims["sub"], "username": claims["username"], "token_type": claims["typ"],
+            "exp": claims["exp"], "iat": claims["iat"], "nbf": claims["nbf"], "jti": claims["jti"],
+            "iss": claims["iss"], "aud": claims["aud"],
+        }
+
+
+class Revocation:
+    """Ends the login a token belongs to; always ``200 {}`` (RFC 7009: a bad or unknown
+    token is no error, so the answer tells nothing)."""
+
+    def __init__(self, context):
+        self.context = context
+        self.inspector = Inspector(context)
+
+    def on_post(self, req, resp):
+        data = load(TokenRequestSchema(), read_json_or_form(req, self.context.settings.max_body_bytes))
+        claims = self.inspector.live_claims(data["token"])
+        if claims is not None and self.context.storage.sessions.revoke(claims["sid"]):
+            self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=claims["sub"],
+                              details={"session_uuid": claims["sid"], "reason": "revocation endpoint"},
+                              request_id=req.context.request_id)
+        resp.media = {}
+
+
+def routes(context) -> list[Route]:
+    tag = "tokens"
+    form = ("Body as application/json or application/x-www-form-urlencoded (token=...).")
+    return [
+        Route(JWKS_PATH, Jwks(context), (
+            Operation("get", "The public keys that sign tokens (JWKS, RFC 7517)", tag, public=True),
+        ), in_spec=False),
+        Route(METADATA_PATH, Metadata(context), (
+            Operation("get", "Authorization-server metadata (RFC 8414)", tag, public=True),
+        ), in_spec=False),
+        Route("/v1/internal/keys", KeyList(context), (
+            Operation("get", "The signing keys: active and retired", tag, response="KeyList",
+                      errors=(401, 403, 503),
+                      description="Public information only: kid, alg, created_at, retired_at (null while"
+                                  " active). Empty with an HMAC algorithm."),
+        )),
+        Route("/v1/private/keys/rotate", KeyRotation(context), (
+            Operation("post", "Make a new active signing key", tag, response="Jwk", errors=(401, 403, 409, 503),
+                      description="Answers the new public JWK. Tokens signed before stay valid until they"
+                                  " expire; the retired key stays in the JWKS until then. 409 with an HMAC"
+                                  " algorithm (no keys)."),
+        )),
+        Route("/v1/internal/tokens/introspect", Introspection(context), (
+            Operation("post", "Is this token valid now? (RFC 7662)", tag, body="TokenRequest",
+                      response="Introspection", errors=(400, 401, 403, 413, 415, 503),
+                      description="Always 200 for a well-formed request: {\"active\": false} for a token"
+                                  " expired, revoked, of a deleted or disabled user, badly signed or not a"
+                                  " token at all. " + form),
+        )),
+        Route("/v1/public/tokens/revoke", Revocation(context), (
+            Operation("post", "Revoke a token's login (RFC 7009)", tag, body="TokenRequest", response="Empty",
+                      public=True, errors=(400, 413, 415, 503),
+                      description="Always 200 {} for a well-formed request: an access or refresh token ends"
+                                  " its whole login; an unknown or dead token changes nothing. " + form),
+        )),
+    ]

@@ -1,0 +1,200 @@
+"""Signing keys of the asymmetric algorithms (CONTRACT §9): made here, kept in storage,
+shared by every worker and host, rotated, published as a JWKS.
+
+- The private half is PEM sealed with a key derived from ``LOCKY_JWT_SECRET``
+  (:mod:`locky.sealing`, bound to the key's ``kid``): a database dump alone reveals no
+  private key. The public half is a JWK (RFC 7517) whose ``kid`` is its RFC 7638
+  thumbprint.
+- One key is active. ``Storage.keys.rotate`` lets exactly one of the processes rotating
+  at once win; the others take the winner's key. A process re-reads the active key
+  every :data:`ACTIVE_RECHECK` seconds, so all hosts sign with the new key soon after a
+  rotation anywhere, and every key keeps verifying until no token it signed can still be
+  valid (``retired_at`` + the longest token lifetime): only then it leaves the JWKS and
+  is pruned.
+- An unknown ``kid`` reloads the keys from storage at most once per
+  :data:`RELOAD_INTERVAL` (a key made by another host moments ago), so tokens with
+  made-up kids cannot make every request a storage read.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+
+from locky.records import SigningKey
+from locky.sealing import Sealer
+
+log = logging.getLogger("locky.keys")
+
+#: Seconds between two reads of the active key (another host may have rotated).
+ACTIVE_RECHECK = 30.0
+#: Seconds between two reloads of every key on an unknown ``kid``: short, so a token of
+#: a key another host made moments ago is refused for at most this long, and still a
+#: limit on the storage reads that tokens with made-up kids can cause.
+RELOAD_INTERVAL = 0.1
+#: The JWK members RFC 7638 hashes for each key type.
+THUMBPRINT_MEMBERS = {"EC": ("crv", "kty", "x", "y"), "OKP": ("crv", "kty", "x"), "RSA": ("e", "kty", "n")}
+JWK_OF = {"ES256": ECAlgorithm, "EdDSA": OKPAlgorithm, "RS256": RSAAlgorithm}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _generate(alg: str):
+    if alg == "ES256":
+        return ec.generate_private_key(ec.SECP256R1())
+    if alg == "EdDSA":
+        return ed25519.Ed25519PrivateKey.generate()
+    if alg == "RS256":
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    raise ValueError(f"no keys for {alg}")
+
+
+def thumbprint(jwk: dict[str, Any]) -> str:
+    """RFC 7638: the SHA-256 of the key's required members, base64url."""
+    members = {name: jwk[name] for name in THUMBPRINT_MEMBERS[jwk["kty"]]}
+    digest = hashlib.sha256(json.dumps(members, separators=(",", ":"), sort_keys=True).encode()).digest()
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class LoadedKey:
+    """A stored key ready to use: its record, public key object and public JWK."""
+
+    record: SigningKey
+    public: Any
+    jwk: dict[str, Any]
+
+
+class SigningKeys:
+    """The keys of one app, over ``storage.keys``."""
+
+    def __init__(self, storage, *, algorithm: str, secret: str, rotation_days: int, token_lifetime: int):
+        self.storage = storage
+        self.algorithm = algorithm
+        self.sealer = Sealer(secret, "signing-keys")
+        self.rotation = timedelta(days=rotation_days) if rotation_days else None
+        self.lifetime = timedelta(seconds=token_lifetime)
+        self._lock = threading.Lock()
+        self._known: dict[str, LoadedKey] = {}
+        self._active: tuple[str, Any] | None = None  # (kid, private key object)
+        self._active_read = 0.0
+        self._reloaded = 0.0
+
+    # -- signing ---------------------------------------------------------------------
+
+    def signing_key(self) -> tuple[str, Any]:
+        """The active key's ``kid`` and private key: made when there is none, rotated
+        when older than ``LOCKY_KEY_ROTATION_DAYS``, re-read now and then."""
+        now = time.monotonic()
+        active = self._active
+        if active is not None and now - self._active_read < ACTIVE_RECHECK:
+            return active
+        with self._lock:
+            if self._active is not None and now - self._active_read < ACTIVE_RECHECK:
+                return self._active
+            record = self.storage.keys.active()
+            if record is None or record.alg != self.algorithm:
+                record = self._rotate(record, reason="first key" if record is None else f"algorithm now {self.algorithm}")
+            elif self.rotation is not None and utcnow() - record.created_at >= self.rotation:
+                record = self._rotate(record, reason="LOCKY_KEY_ROTATION_DAYS reached")
+            self._active = (record.kid, self._private(record))
+            self._active_read = now
+            return self._active
+
+    def rotate(self) -> SigningKey:
+        """Make a new active key now (``locky keys rotate``, ``POST .../keys/rotate``)."""
+        with self._lock:
+            record = self._rotate(self.storage.keys.active(), reason="asked for")
+            self._active = (record.kid, self._private(record))
+            self._active_read = time.monotonic()
+            self._reloaded = 0.0  # the JWKS shows the new key at once
+            return record
+
+    def _rotate(self, current: SigningKey | None, *, reason: str) -> SigningKey:
+        new = self._new_key()
+        record = self.storage.keys.rotate(new, replacing=current.kid if current else None)
+        if record.kid == new.kid:
+            log.info("made signing key %s (%s; %s)", new.kid, self.algorithm, reason)
+            if current is None and self.storage.users.count() > 0:
+                # An upgraded database (or a switch from HS256): say what happens to the
+                # tokens its users hold.
+                log.warning("the first %s signing key was made for a database that has accounts: tokens"
+                            " issued before (HS256 with LOCKY_JWT_SECRET) are no longer accepted, so"
+                            " every user logs in again. Set LOCKY_JWT_ALGORITHM=HS256 to keep them.",
+                            self.algorithm)
+            self.storage.keys.prune(utcnow() - self.lifetime - timedelta(minutes=1))
+        return record
+
+    def _new_key(self) -> SigningKey:
+        private = _generate(self.algorithm)
+        jwk = json.loads(JWK_OF[self.algorithm].to_jwk(private.public_key()))
+        jwk.pop("key_ops", None)  # PyJWT adds it to RSA keys; RFC 7517 §4.3: not with "use"
+        kid = thumbprint(jwk)
+        jwk.update(kid=kid, alg=self.algorithm, use="sig")
+        pem = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()).decode()
+        return SigningKey(kid=kid, alg=self.algorithm, public_jwk=json.dumps(jwk, sort_keys=True),
+                          private_key=self.sealer.seal(pem, kid), created_at=utcnow())
+
+    def _private(self, record: SigningKey):
+        pem = self.sealer.open(record.private_key, record.kid)
+        return serialization.load_pem_private_key(pem.encode(), password=None)
+
+    # -- verifying and publishing ------------------------------------------------------
+
+    def verifying_key(self, kid: str) -> Any | None:
+        """The public key of ``kid`` while tokens it signed may still be valid, or ``None``."""
+        found = self._known.get(kid)
+        if found is None or time.monotonic() - self._reloaded >= ACTIVE_RECHECK:
+            # An unknown kid (a key another host made), or keys read a while ago (another
+            # host may have retired one): read them again.
+            self._reload(force=False)
+            found = self._known.get(kid)
+        if found is None or not self._publishable(found.record):
+            return None
+        return found.public
+
+    def published(self) -> list[dict[str, Any]]:
+        """The JWKS's keys: the active one and every retired one still verifying (read
+        from storage at most once per :data:`RELOAD_INTERVAL`)."""
+        self._reload(force=False)
+        return [key.jwk for key in self._known.values() if self._publishable(key.record)]
+
+    def listing(self) -> list[SigningKey]:
+        """Every stored key, oldest first (``GET /v1/internal/keys``)."""
+        return self.storage.keys.all()
+
+    def _publishable(self, record: SigningKey) -> bool:
+        return record.retired_at is None or record.retired_at + self.lifetime > utcnow()
+
+    def _reload(self, *, force: bool) -> None:
+        now = time.monotonic()
+        if not force and now - self._reloaded < RELOAD_INTERVAL:
+            return
+        known = {}
+        # Storage down: this raises (503) and the next request reads again; only a
+        # successful read starts the interval.
+        for record in self.storage.keys.all():
+            if record.alg != self.algorithm:
+                continue  # a key of another algorithm never verifies (no alg confusion)
+            jwk = json.loads(record.public_jwk)
+            known[record.kid] = LoadedKey(record, JWK_OF[record.alg].from_jwk(record.public_jwk), jwk)
+        self._known = known
+        self._reloaded = now
+
+
+def public_jwk(record: SigningKey) -> dict[str, Any]:
+    return json.loads(record.public_jwk)

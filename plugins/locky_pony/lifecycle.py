@@ -1,0 +1,237 @@
+"""The account-lifecycle stores of the Pony backend: single-use codes, the outbox, TOTP;
+and the token-signing keys.
+
+Each method is one :func:`~.guard.transaction`. What must happen once (a code used, a
+letter claimed, a TOTP step accepted, a recovery code spent) locks its row first
+(``SELECT ... FOR UPDATE``; on SQLite the database's write lock), so concurrent callers
+on any engine, process or host see each other's result.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Iterable
+
+from locky.records import Code, Letter, SigningKey, TotpState, User
+
+from .guard import transaction
+from .stores import user_record, utcnow
+
+#: Codes that expired this long ago are deleted by later ``add`` calls, a batch at a time.
+CODE_RETENTION = timedelta(days=1)
+PRUNE_BATCH = 20
+
+
+def code_record(row) -> Code:
+    return Code(code_hash=row.code_hash, purpose=row.purpose, user_uuid=row.user_uuid, email=row.email,
+                created_at=row.created_at, expires_at=row.expires_at, used_at=row.used_at)
+
+
+def letter_record(row) -> Letter:
+    return Letter(id=row.id, purpose=row.purpose, email=row.email, user_uuid=row.user_uuid,
+                  created_at=row.created_at, attempts=row.attempts)
+
+
+def totp_record(row) -> TotpState:
+    return TotpState(user_uuid=row.user_uuid, secret=row.secret, confirmed=row.confirmed,
+                     last_step=row.last_step, recovery_hashes=tuple(row.recovery_hashes.split()))
+
+
+def _skip_locked(query, entity):
+    """``FOR UPDATE SKIP LOCKED`` where the engine has row locks: rows another
+    transaction holds are its business. SQLite's write lock serializes anyway."""
+    if entity._database_.provider.dialect == "SQLite":
+        return query.for_update()
+    return query.for_update(skip_locked=True)
+
+
+class CodeStore:
+    def __init__(self, entities):
+        self.e = entities
+
+    @transaction
+    def add(self, *, code_hash: str, purpose: str, user_uuid: str, email: str, expires_at: datetime) -> Code:
+        now = utcnow()
+        cutoff = now - CODE_RETENTION
+        ended = _skip_locked(self.e.Code.select(lambda c: c.expires_at < cutoff), self.e.Code)
+        for row in ended.limit(PRUNE_BATCH):
+            row.delete()
+        row = self.e.Code(code_hash=code_hash, purpose=purpose, user_uuid=user_uuid, email=email,
+                          created_at=now, expires_at=expires_at)
+        return code_record(row)
+
+    @transaction
+    def find(self, code_hash: str, purpose: str, *, now: datetime) -> Code | None:
+        if not isinstance(code_hash, str):
+            return None
+        row = self.e.Code.get(code_hash=code_hash)
+        return code_record(row) if _usable(row, purpose, now) else None
+
+    @transaction
+    def use(self, code_hash: str, purpose: str, *, now: datetime) -> Code | None:
+        if not isinstance(code_hash, str):
+            return None
+        row = self.e.Code.get_for_update(code_hash=code_hash)
+        if not _usable(row, purpose, now):
+            return None
+        row.used_at = now
+        return code_record(row)
+
+    @transaction
+    def count_since(self, user_uuid: str, purpose: str, since: datetime) -> int:
+        return self.e.Code.select(
+            lambda c: c.user_uuid == user_uuid and c.purpose == purpose and c.created_at >= since).count()
+
+
+def _usable(row, purpose: str, now: datetime) -> bool:
+    return row is not None and row.purpose == purpose and row.used_at is None and row.expires_at > now
+
+
+class Outbox:
+    def __init__(self, entities):
+        self.e = entities
+
+    @transaction
+    def put(self, *, purpose: str, email: str, user_uuid: str = "") -> Letter:
+        now = utcnow()
+        row = self.e.Letter(purpose=purpose, email=email, user_uuid=user_uuid or "", created_at=now, due_at=now)
+        row.flush()
+        return letter_record(row)
+
+    @transaction
+    def claim(self, *, now: datetime, lease: int, limit: int = 10) -> list[Letter]:
+        due = self.e.Letter.select(lambda l: l.due_at <= now and (l.held_until is None or l.held_until <= now))
+        if not due.exists():  # the usual answer, read without taking a lock (SQLite: its write lock)
+            return []
+        rows = _skip_locked(due.order_by(self.e.Letter.due_at, self.e.Letter.id), self.e.Letter).limit(limit)
+        held = now + timedelta(seconds=lease)
+        for row in rows:
+            row.held_until = held
+            row.attempts += 1
+        return [letter_record(row) for row in rows]
+
+    @transaction
+    def done(self, id: int) -> None:
+        row = self.e.Letter.get_for_update(id=id)
+        if row is not None:
+            row.delete()
+
+    @transaction
+    def retry(self, id: int, *, due_at: datetime) -> None:
+        row = self.e.Letter.get_for_update(id=id)
+        if row is not None:
+            row.held_until = None
+            row.due_at = due_at
+
+    @transaction
+    def pending(self) -> int:
+        return self.e.Letter.select().count()
+
+
+class TotpStore:
+    def __init__(self, entities):
+        self.e = entities
+
+    @transaction
+    def get(self, user_uuid: str) -> TotpState | None:
+        row = self.e.Totp.get(user_uuid=user_uuid) if isinstance(user_uuid, str) else None
+        return totp_record(row) if row is not None else None
+
+    @transaction(retry_conflicts=True)  # two first begins: the retry finds the other's row
+    def begin(self, user_uuid: str, secret: str) -> bool:
+        row = self.e.Totp.get_for_update(user_uuid=user_uuid)
+        if row is None:
+            self.e.Totp(user_uuid=user_uuid, secret=secret, created_at=utcnow())
+            return True
+        if row.confirmed:
+            return False
+        row.set(secret=secret, last_step=0, recovery_hashes="", created_at=utcnow())
+        return True
+
+    @transaction
+    def confirm(self, user_uuid: str, *, step: int, recovery_hashes: Iterable[str]) -> User | None:
+        user = self.e.User.get_for_update(uuid=user_uuid, del_token=0)
+        row = self.e.Totp.get_for_update(user_uuid=user_uuid)
+        if user is None or row is None or row.confirmed or step <= row.last_step:
+            return None
+        row.set(confirmed=True, last_step=step, recovery_hashes=" ".join(recovery_hashes))
+        user.set(mfa_enabled=True, updated_at=utcnow())
+        return user_record(user)
+
+    @transaction
+    def use_step(self, user_uuid: str, step: int) -> bool:
+        row = self.e.Totp.get_for_update(user_uuid=user_uuid)
+        if row is None or not row.confirmed or step <= row.last_step:
+            return False
+        row.last_step = step
+        return True
+
+    @transaction
+    def use_recovery(self, user_uuid: str, code_hash: str) -> bool:
+        row = self.e.Totp.get_for_update(user_uuid=user_uuid)
+        if row is None or not row.confirmed:
+            return False
+        hashes = row.recovery_hashes.split()
+        if code_hash not in hashes:
+            return False
+        hashes.remove(code_hash)
+        row.recovery_hashes = " ".join(hashes)
+        return True
+
+    @transaction
+    def remove(self, user_uuid: str) -> User | None:
+        user = self.e.User.get_for_update(uuid=user_uuid, del_token=0)
+        row = self.e.Totp.get_for_update(user_uuid=user_uuid)
+        if row is None:
+            return None
+        row.delete()
+        if user is None:
+            return None
+        user.set(mfa_enabled=False, updated_at=utcnow())
+        return user_record(user)
+
+
+def key_record(row) -> SigningKey:
+    return SigningKey(kid=row.kid, alg=row.alg, public_jwk=row.public_jwk, private_key=row.private_key,
+                      created_at=row.created_at, retired_at=row.retired_at)
+
+
+class KeyStore:
+    def __init__(self, entities):
+        self.e = entities
+
+    @transaction
+    def active(self) -> SigningKey | None:
+        row = self.e.Key.get(active_slot=1)
+        return key_record(row) if row is not None else None
+
+    @transaction
+    def all(self) -> list[SigningKey]:
+        return [key_record(row) for row in self.e.Key.select().order_by(self.e.Key.id)]
+
+    @transaction(retry_conflicts=True)  # two first keys at once: the retry finds the winner's
+    def rotate(self, new: SigningKey, *, replacing: str | None) -> SigningKey:
+        current = self.e.Key.get_for_update(active_slot=1)
+        if current is None and replacing is not None:
+            # PostgreSQL: a rotation that went first while this one waited for the lock
+            # left the old row no longer active and its new row outside this statement's
+            # snapshot; a new statement sees it.
+            current = self.e.Key.select(lambda k: k.active_slot == 1).first()
+        if current is not None and current.kid != replacing:
+            return key_record(current)  # another process rotated first: its key is the one
+        if current is not None:
+            current.set(active_slot=None, retired_at=new.created_at)
+            current.flush()  # the slot is free before the new key takes it
+        row = self.e.Key(kid=new.kid, alg=new.alg, public_jwk=new.public_jwk, private_key=new.private_key,
+                         created_at=new.created_at, active_slot=1)
+        row.flush()
+        return key_record(row)
+
+    @transaction
+    def prune(self, retired_before: datetime) -> int:
+        rows = self.e.Key.select(lambda k: k.retired_at is not None and k.retired_at < retired_before)
+        count = 0
+        for row in rows:
+            row.delete()
+            count += 1
+        return count
