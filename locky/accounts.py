@@ -9,7 +9,7 @@ from typing import Any
 
 from datetime import timedelta
 
-from locky import events, letters, password_rules
+from locky import audit, events, letters, password_rules
 from locky.client_address import client_key
 from locky.codes import hash_code, hash_recovery_code, new_code
 from locky.errors import Forbidden, Invalid, Locked, Unauthorized
@@ -25,6 +25,16 @@ MFA_TOKEN_TTL = 300
 MFA_METHODS = ["totp", "recovery_code"]
 
 
+def revoke_session(context, session_uuid: str, reason: str, user_uuid: str | None) -> bool:
+    """End one login with its ``token.revoked`` event, in one transaction; whether it was live."""
+    with context.storage.atomic():
+        revoked = context.storage.sessions.revoke(session_uuid)
+        if revoked:
+            context.audit.record(audit.TOKEN_REVOKED, target_type="session", target_uuid=session_uuid,
+                                 details={"reason": reason, "user_uuid": user_uuid})
+    return revoked
+
+
 class Accounts:
     """The account operations of one app, over its storage, hasher and token backend."""
 
@@ -38,9 +48,11 @@ class Accounts:
         password_rules.check(password, email=email, name=name)
         storage = self.context.storage
         password_hash = self.context.password_hasher.hash(password)
-        with storage.atomic():  # the account and the letter proving its address, together
+        with storage.atomic():  # the account, the letter proving its address and the event, together
             user = storage.users.create(name=name, email=email, password_hash=password_hash)
             storage.outbox.put(purpose=letters.VERIFY, email=user.email, user_uuid=user.uuid)
+            self.context.audit.record(audit.USER_REGISTERED, target_type="user", target_uuid=user.uuid,
+                                      details={"email": user.email, "name": user.name})
         self.context.mail_sender.wake()
         self.context.emit(events.USER_REGISTERED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
         self.context.emit(events.RECORD_CREATED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
@@ -65,6 +77,9 @@ class Accounts:
         user = storage.users.get_by_email(email)
         matches = hasher.verify(password, user.password_hash if user else self._dummy_hash)
         if user is None or not matches:
+            self.context.audit.record(audit.LOGIN_FAILED, target_type="user" if user else None,
+                                      target_uuid=user.uuid if user else None,
+                                      details={"email": email, "reason": "wrong password" if user else "unknown email"})
             self.context.emit(events.LOGIN_FAILED, details={"email": email}, request_id=request_id)
             raise Unauthorized(BAD_LOGIN)
         if user.mfa_enabled:
@@ -94,7 +109,13 @@ class Accounts:
                             " one at /v1/public/users/verify/resend.", title="Email not verified")
 
     def _logged_in(self, user: User, request_id: str | None) -> dict[str, Any]:
-        body = self._start_session(user)
+        with self.context.storage.atomic():  # the login and its event, together
+            body = self._start_session(user)
+            self.context.audit.record(audit.LOGIN_SUCCEEDED, target_type="user", target_uuid=user.uuid,
+                                      actor_uuid=user.uuid,
+                                      details={"email": user.email, "session_uuid": body["session_uuid"],
+                                               "mfa": user.mfa_enabled})
+        del body["session_uuid"]
         self.context.emit(events.LOGIN_SUCCEEDED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
         return body
 
@@ -190,10 +211,14 @@ class Accounts:
             throttle.forgive(address_key)
 
     def _failed(self, user: User, reason: str, request_id: str | None) -> None:
+        self.context.audit.record(audit.LOGIN_FAILED, target_type="user", target_uuid=user.uuid,
+                                  details={"email": user.email, "reason": reason})
         self.context.emit(events.LOGIN_FAILED, kind="users", actor_uuid=user.uuid,
                           details={"email": user.email, "reason": reason}, request_id=request_id)
 
     def _locked(self, email: str, reason: str, retry_after: int, request_id: str | None) -> None:
+        self.context.audit.record(audit.LOGIN_LOCKED, details={"email": email, "reason": reason,
+                                                               "retry_after": retry_after})
         self.context.emit(events.LOGIN_FAILED, details={"email": email, "reason": reason}, request_id=request_id)
         raise Locked(retry_after)
 
@@ -202,7 +227,7 @@ class Accounts:
         session_uuid = str(uuid.uuid4())
         refresh = tokens.issue(user_uuid=user.uuid, session_uuid=session_uuid, kind="refresh")
         self.context.storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=refresh.jti)
-        return self._token_body(user, session_uuid, refresh.token)
+        return {**self._token_body(user, session_uuid, refresh.token), "session_uuid": session_uuid}
 
     def _token_body(self, user: User, session_uuid: str, refresh_token: str) -> dict[str, Any]:
         access = self.context.tokens.issue(user_uuid=user.uuid, session_uuid=session_uuid, kind="access")
@@ -218,7 +243,12 @@ class Accounts:
         tokens, sessions = self.context.tokens, self.context.storage.sessions
         claims = tokens.verify(refresh_token, kind="refresh")
         new = tokens.issue(user_uuid=claims.subject, session_uuid=claims.session_uuid, kind="refresh")
-        if not sessions.rotate(claims.session_uuid, claims.jti, new.jti):
+        with self.context.storage.atomic():  # the rotation and its event, together
+            rotated = sessions.rotate(claims.session_uuid, claims.jti, new.jti)
+            self.context.audit.record(audit.TOKEN_REFRESHED if rotated else audit.TOKEN_REUSE_DETECTED,
+                                      target_type="session", target_uuid=claims.session_uuid,
+                                      actor_uuid=claims.subject, details={"user_uuid": claims.subject})
+        if not rotated:
             self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=claims.subject,
                               details={"session_uuid": claims.session_uuid, "reason": "refresh token reused or revoked"},
                               request_id=request_id)
@@ -229,7 +259,7 @@ class Accounts:
         return self._token_body(found[1], claims.session_uuid, new.token)
 
     def logout(self, identity: Identity, request_id: str | None = None) -> None:
-        if identity.session_uuid and self.context.storage.sessions.revoke(identity.session_uuid):
+        if identity.session_uuid and revoke_session(self.context, identity.session_uuid, "logout", identity.user.uuid):
             self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=identity.user.uuid,
                               details={"session_uuid": identity.session_uuid, "reason": "logout"},
                               request_id=request_id)

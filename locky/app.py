@@ -12,6 +12,7 @@ import falcon.routing
 import orjson
 
 from locky import errors, spec
+from locky.client_address import ClientAddresses
 from locky.context import Context
 from locky.migrations import prepare_storage
 from locky.middleware import JSON_UTF8, Authentication, RequestContext
@@ -48,12 +49,14 @@ class LockyApp(falcon.App):
         self.context.close()
 
 
-def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) -> LockyApp:
+def create_app(settings: Settings | None = None, plugins: Iterable[Any] = (), *, background: bool = True) -> LockyApp:
     """Build a Locky app: plugin manager, providers, routes and Swagger document.
 
     ``settings`` defaults to :meth:`Settings.load` (environment and TOML); given
     settings are the whole configuration: nothing else is read from the environment.
     ``plugins`` are extra plugin objects registered after installed ones.
+    ``background=False`` starts no sender threads (mail, webhooks): for one-shot
+    commands, whose queued work the servers' senders pick up.
     Raises :class:`~locky.settings.SettingsError` on anything that must stop startup.
     """
     settings = (settings or Settings.load()).with_secret()
@@ -74,7 +77,11 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) ->
     document = spec.build(routes, pm.hook, context)
     mounted = routes + swagger.routes(document)
     # Whether each operation is public is read from the same table as the Swagger document.
-    middleware = [RequestContext(settings.log_requests), Authentication(context, mounted)]
+    middleware = [
+        RequestContext(settings.log_requests, ClientAddresses(settings.trusted_proxies),
+                       wake=context.webhook_sender.wake),
+        Authentication(context, mounted),
+    ]
     for extra in pm.hook.locky_middleware(context=context):
         middleware.extend(extra or ())
     app = LockyApp(middleware=middleware, media_type=JSON_UTF8)
@@ -90,7 +97,12 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = ()) ->
     app.context, app.routes, app.swagger = context, routes, document
     try:
         pm.hook.locky_startup(context=context)
-        context.mail_sender.start()  # letters left by an earlier run go out now
+        if background:
+            context.mail_sender.start()  # letters left by an earlier run go out now
+            context.webhook_sender.start()  # and so do deliveries
+        else:
+            context.mail_sender.stop()
+            context.webhook_sender.stop()
     except BaseException:
         context.close()  # a plugin that cannot start stops startup without leaking storage
         raise

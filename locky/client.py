@@ -63,6 +63,7 @@ __all__ = [
     "TokenVerifier",
     "VerifierError",
     "bearer_token",
+    "verify_signature",
     "wsgi_app",
 ]
 
@@ -437,6 +438,21 @@ class TokenVerifier:
 
 
 # -- web applications ---------------------------------------------------------------------
+
+
+def verify_signature(secret: str, headers, body: bytes | str, *, tolerance: int = 300) -> bool:
+    """Whether a webhook delivery is Locky's (CONTRACT §12): ``headers`` (any mapping,
+    any case) hold a ``Locky-Signature: t=<unix seconds>,v1=<hex>`` whose HMAC-SHA256 under
+    the webhook's ``secret`` over ``"<t>.<body>"`` matches, made within ``tolerance``
+    seconds of now. ``body`` is the raw request body, before any JSON parsing::
+
+        if not verify_signature(secret, request.headers, request.get_data()):
+            return 400
+        event = json.loads(body)   # skip it if event["id"] was seen: delivery is at-least-once
+    """
+    from locky.webhook_signing import verify
+
+    return verify(secret, headers, body, tolerance=tolerance)
 
 
 def bearer_token(authorization: str | None) -> str:

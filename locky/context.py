@@ -11,6 +11,7 @@ from typing import Any
 
 import pluggy
 
+from locky.audit import AuditTrail
 from locky.errors import Forbidden
 from locky.mail_sender import MailSender
 from locky.events import Event
@@ -18,6 +19,7 @@ from locky.providers import Authorizer, Mailer, PasswordHasher, Storage, TokenBa
 from locky.records import Identity
 from locky.registry import Registry
 from locky.settings import Settings
+from locky.webhook_sender import WebhookSender
 
 log = logging.getLogger("locky")
 
@@ -48,6 +50,9 @@ class Context:
         self.state: dict[str, Any] = {}  # room for plugins' own per-app state
         # Sends the outbox's letters from a thread of each process (started by create_app).
         self.mail_sender = MailSender(self)
+        # The audit trail (CONTRACT §12), and the thread that sends its webhook deliveries.
+        self.audit = AuditTrail(self)
+        self.webhook_sender = WebhookSender(self)
         self._closed = False
 
     def build_providers(self) -> None:
@@ -108,6 +113,7 @@ class Context:
             return
         self._closed = True
         self.mail_sender.stop()
+        self.webhook_sender.stop()
         try:
             self.hook.locky_shutdown(context=self)
         finally:

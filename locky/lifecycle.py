@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from locky import events, letters, password_rules
+from locky import audit, events, letters, password_rules
 from locky.accounts import Accounts
 from locky.codes import hash_code, hash_recovery_code, new_recovery_code
 from locky.errors import Invalid, StateConflict
@@ -38,8 +38,12 @@ class Lifecycle:
 
     def verify(self, token: str, request_id: str | None = None) -> User:
         """Spend a verification code: its account's address (the one it was sent to) is proved."""
-        code = self.storage.codes.use(hash_code(token), letters.VERIFY, now=utcnow())
-        user = self.storage.users.mark_verified(code.user_uuid, code.email) if code else None
+        with self.storage.atomic():
+            code = self.storage.codes.use(hash_code(token), letters.VERIFY, now=utcnow())
+            user = self.storage.users.mark_verified(code.user_uuid, code.email) if code else None
+            if user is not None:
+                self.context.audit.record(audit.EMAIL_VERIFIED, target_type="user", target_uuid=user.uuid,
+                                          details={"email": user.email})
         if user is None:
             raise Invalid.one("token", BAD_TOKEN)
         self.context.emit(events.EMAIL_VERIFIED, kind="users", record=user, actor_uuid=user.uuid,
@@ -55,8 +59,15 @@ class Lifecycle:
 
     def forgot(self, email: str) -> None:
         """Queue a reset letter for ``email`` (sent only to a live account, at most
-        three an hour)."""
-        self.queue(letters.RESET, email)
+        three an hour), with its ``password.reset_requested`` event (naming the account
+        only in the trail, never in the answer)."""
+        user = self.storage.users.get_by_email(email)
+        with self.storage.atomic():
+            self.storage.outbox.put(purpose=letters.RESET, email=email)
+            self.context.audit.record(audit.PASSWORD_RESET_REQUESTED, target_type="user" if user else None,
+                                      target_uuid=user.uuid if user else None,
+                                      details={"email": email, "account": user is not None})
+        self.context.mail_sender.wake()
 
     def reset(self, token: str, password: str, request_id: str | None = None) -> User:
         """Set a new password with a reset code: every login of the account ends and its
@@ -74,6 +85,8 @@ class Lifecycle:
                 raise Invalid.one("token", BAD_TOKEN)
             user = users.update(user.id, password_hash=password_hash, email_verified=True)
             revoked = self.storage.sessions.revoke_all(user.uuid)
+            self.context.audit.record(audit.PASSWORD_RESET, target_type="user", target_uuid=user.uuid,
+                                      details={"email": user.email, "sessions_ended": revoked})
         self.storage.throttle.reset(user.email)
         self.context.emit(events.PASSWORD_RESET, kind="users", record=user, actor_uuid=user.uuid,
                           details={"sessions_revoked": revoked}, request_id=request_id)
@@ -100,8 +113,12 @@ class Lifecycle:
         confirmed = None
         if step is not None:
             recovery = [new_recovery_code() for _ in range(RECOVERY_CODES)]
-            confirmed = self.storage.totp.confirm(user.uuid, step=step,
-                                                  recovery_hashes=[hash_recovery_code(c) for c in recovery])
+            with self.storage.atomic():
+                confirmed = self.storage.totp.confirm(user.uuid, step=step,
+                                                      recovery_hashes=[hash_recovery_code(c) for c in recovery])
+                if confirmed is not None:
+                    self.context.audit.record(audit.MFA_ENABLED, target_type="user", target_uuid=user.uuid,
+                                              details={"method": "totp"})
         if confirmed is None:
             raise Invalid.one("code", "Invalid code: enter the current code of your authenticator app.")
         self.context.emit(events.MFA_ENABLED, kind="users", record=confirmed, actor_uuid=user.uuid,
@@ -116,7 +133,11 @@ class Lifecycle:
             raise StateConflict("TOTP is not enabled.")
         if not self.accounts.second_factor(user, code):
             raise Invalid.one("code", "Invalid code.")
-        removed = self.storage.totp.remove(user.uuid)
+        with self.storage.atomic():
+            removed = self.storage.totp.remove(user.uuid)
+            if removed is not None:
+                self.context.audit.record(audit.MFA_DISABLED, target_type="user", target_uuid=user.uuid,
+                                          details={"method": "totp"})
         if removed is not None:
             self.context.emit(events.MFA_DISABLED, kind="users", record=removed, actor_uuid=user.uuid,
                               request_id=request_id)

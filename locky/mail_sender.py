@@ -22,12 +22,11 @@ and a letter is never lost: a crash or an outage only delays it.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from datetime import datetime, timedelta, timezone
 from email.message import EmailMessage
 
 from locky import letters
+from locky.background import BackgroundWorker
 from locky.codes import hash_code, new_code
 from locky.records import Letter, User
 
@@ -52,72 +51,17 @@ def retry_delay(attempts: int) -> int:
     return min(MAX_DELAY, 2 ** min(attempts, 16))
 
 
-class MailSender:
+class MailSender(BackgroundWorker):
     """One app's sender: a daemon thread per process, started on first use."""
 
-    def __init__(self, context):
-        self.context = context
-        self.settings = context.settings
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._pid: int | None = None
+    name = "locky-mail-sender"
+    poll = POLL
+    log = log
 
-    # -- the thread ------------------------------------------------------------------
+    def claim(self, limit: int) -> list[Letter]:
+        return self.context.storage.outbox.claim(now=utcnow(), lease=LEASE, limit=limit)
 
-    def start(self) -> None:
-        """Run the sender thread in this process (again after a fork), unless stopped."""
-        if self._stop.is_set() or (self._pid == os.getpid() and self._thread is not None):
-            return
-        with self._lock:
-            if self._stop.is_set() or (self._pid == os.getpid() and self._thread is not None):
-                return
-            self._pid = os.getpid()
-            self._thread = threading.Thread(target=self._run, name="locky-mail-sender", daemon=True)
-            self._thread.start()
-
-    def wake(self) -> None:
-        """A letter was queued: look at the outbox now."""
-        self.start()
-        self._wake.set()
-
-    def stop(self, timeout: float = 2.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread.is_alive() and thread is not threading.current_thread():
-            thread.join(timeout)
-
-    def _run(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                handled = self.send_due()
-                failures = 0
-            except Exception as exc:  # storage down: look again later
-                failures += 1
-                handled = 0
-                if failures == 1:
-                    log.warning("mail sender: cannot read the outbox (%s); retrying", type(exc).__name__)
-            if handled:
-                continue
-            self._wake.wait(POLL if not failures else min(30.0, 2.0 ** failures))
-            self._wake.clear()
-
-    # -- one pass --------------------------------------------------------------------
-
-    def send_due(self, limit: int = 10) -> int:
-        """Claim the letters due now and deliver each; how many were claimed."""
-        outbox = self.context.storage.outbox
-        claimed = outbox.claim(now=utcnow(), lease=LEASE, limit=limit)
-        for letter in claimed:
-            if self._stop.is_set():
-                break  # the lease lets it go; another process or the next start sends it
-            self._deliver(letter)
-        return len(claimed)
-
-    def _deliver(self, letter: Letter) -> None:
+    def handle(self, letter: Letter) -> None:
         storage = self.context.storage
         try:
             prepared = self._prepare(letter)

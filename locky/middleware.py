@@ -12,6 +12,8 @@ from typing import Iterable
 import falcon
 import orjson
 
+from locky import audit
+from locky.client_address import ClientAddresses
 from locky.errors import Unauthorized
 from locky.records import Identity
 from locky.routes import Route, public_requests
@@ -28,19 +30,36 @@ access_log = logging.getLogger("locky.access")
 
 
 class RequestContext:
-    """Gives every request an id, every response the security headers, and logs one
-    JSON line per request (never a body, query string, password or token)."""
+    """Gives every request an id and its client address (the ``LOCKY_TRUSTED_PROXIES``
+    rule, :mod:`locky.client_address`), makes both the audit trail's origin for the
+    request, gives every response the security headers, and logs one JSON line per
+    request (never a body, query string, password or token).
 
-    def __init__(self, log_requests: bool = True):
+    ``wake`` is called after a request that queued webhook deliveries (its transaction
+    has committed by then)."""
+
+    def __init__(self, log_requests: bool = True, client_addresses: ClientAddresses | None = None,
+                 wake=None):
         self.log_requests = log_requests
+        self.client_addresses = client_addresses or ClientAddresses()
+        self.wake = wake
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()
         given = req.get_header("X-Request-ID")
         req.context.request_id = given if given and REQUEST_ID.fullmatch(given) else str(uuid.uuid4())
         req.context.identity = None
+        req.context.client_address = self.client_addresses.of(req)
+        req.context.origin = audit.Origin(ip=req.context.client_address, request_id=req.context.request_id)
+        req.context.origin_token = audit.begin(req.context.origin)
 
     def process_response(self, req, resp, resource, req_succeeded) -> None:
+        token = getattr(req.context, "origin_token", None)
+        if token is not None:
+            req.context.origin_token = None
+            origin = audit.end(token)
+            if origin is not None and origin.queued and self.wake is not None:
+                self.wake()
         resp.set_header("X-Request-ID", req.context.request_id)
         # Falcon labels JSON bodies (and its error bodies) plain application/json;
         # the contract names the charset.
@@ -58,6 +77,7 @@ class RequestContext:
                 "status": int(resp.status_code),
                 "duration_ms": round((time.perf_counter() - req.context.started) * 1000, 3),
                 "request_id": req.context.request_id,
+                "ip": getattr(req.context, "client_address", ""),
                 "user": identity.user.uuid if identity else None,
             }
             try:
@@ -87,7 +107,10 @@ class Authentication:
         if resource is None or (req.uri_template, req.method) in self.public:
             return  # no resource: Falcon answers 404
         identity = self.context.hook.locky_authenticate(req=req, context=self.context)
-        req.context.identity = identity or self.bearer(req)
+        req.context.identity = identity = identity or self.bearer(req)
+        origin = getattr(req.context, "origin", None)
+        if origin is not None:
+            origin.actor_uuid = identity.user.uuid
 
     def bearer(self, req) -> Identity:
         header = req.get_header("Authorization")

@@ -14,8 +14,10 @@ from email.message import EmailMessage
 from typing import Any, Callable, ContextManager, Generic, Iterable, Protocol, TypeVar, runtime_checkable
 
 from locky.records import (
+    AuditEvent,
     Authenticated,
     Code,
+    Delivery,
     Group,
     Letter,
     Member,
@@ -26,6 +28,7 @@ from locky.records import (
     SigningKey,
     TotpState,
     User,
+    Webhook,
 )
 
 RecordT = TypeVar("RecordT", covariant=True)
@@ -373,6 +376,88 @@ class SchemaState:
         return self.current > self.latest
 
 
+class AuditStore(Protocol):
+    """The audit trail (CONTRACT §12): append-only. Locky writes an event inside the
+    :meth:`Storage.atomic` block of the change it records, so both are kept or neither;
+    nothing but :meth:`prune` ever removes one, and nothing changes one."""
+
+    def add(self, *, uuid: str, event: str, actor_uuid: str | None, target_type: str | None,
+            target_uuid: str | None, ip: str, request_id: str, details: dict,
+            created_at: datetime) -> AuditEvent:
+        """Store one event; its ``id`` is larger than every earlier event's."""
+
+    def list(self, *, after_id: int = 0, limit: int = 50, event: str | None = None,
+             event_prefix: str | None = None, actor_uuid: str | None = None,
+             target_uuid: str | None = None, since: datetime | None = None,
+             until: datetime | None = None) -> Page[AuditEvent]:
+        """Events with ``id > after_id`` in ascending id order, at most ``limit``, that
+        match every filter given: ``event`` exactly, or names starting with
+        ``event_prefix`` (``"user."``); ``actor_uuid``, ``target_uuid`` exactly;
+        ``since <= created_at < until``. Keyset paging, as :meth:`RecordStore.list`."""
+
+    def prune(self, older_than: datetime, *, batch: int = 1000) -> int:
+        """Delete up to ``batch`` events created before ``older_than``; how many went.
+        The operator's retention, never an API call."""
+
+
+class WebhookStore(Protocol):
+    """Webhook subscriptions (CONTRACT §12)."""
+
+    def create(self, *, uuid: str, url: str, events: Iterable[str], description: str, secret: str,
+               created_at: datetime) -> Webhook:
+        """Store a subscription (``secret`` already sealed by the core)."""
+
+    def get(self, id: int) -> Webhook | None:
+        """The subscription ``id``, or ``None``."""
+
+    def list(self, *, after_id: int = 0, limit: int = 50) -> Page[Webhook]:
+        """Subscriptions by ascending id, keyset paged."""
+
+    def matching(self, event: str) -> list[Webhook]:
+        """Every subscription one of whose patterns matches ``event`` (see
+        :func:`locky.webhook_patterns.matches`). Called with every audited change, inside its
+        transaction: keep it cheap (few rows; cache what a change cannot make stale)."""
+
+    def delete(self, id: int) -> Webhook | None:
+        """Remove the subscription and every delivery of it that is still pending; the
+        removed subscription, or ``None`` when there was none."""
+
+
+class DeliveryStore(Protocol):
+    """The webhook delivery outbox and its history (CONTRACT §12): one row per event and
+    subscription, queued in the event's transaction, claimed by background senders in
+    every process as :class:`Outbox` letters are (a lease, never two senders at once)."""
+
+    def queue(self, *, webhook_id: int, event_uuid: str, event: str, payload: str,
+              created_at: datetime) -> Delivery:
+        """A pending delivery, due at ``created_at``."""
+
+    def claim(self, *, now: datetime, lease: int, limit: int = 10) -> list[Delivery]:
+        """Up to ``limit`` pending deliveries due at ``now`` that no sender holds (oldest
+        first), each now held for ``lease`` seconds with ``attempts`` counted one up.
+        Concurrent claims never get the same delivery while its lease runs
+        (``SELECT ... FOR UPDATE SKIP LOCKED`` or the engine's equivalent)."""
+
+    def succeeded(self, id: int, *, status_code: int, at: datetime) -> None:
+        """The receiver answered 2xx: the delivery is ``succeeded``."""
+
+    def retry(self, id: int, *, status_code: int | None, error: str, at: datetime,
+              due_at: datetime) -> None:
+        """The attempt at ``at`` failed: record why, release it, due again at ``due_at``."""
+
+    def failed(self, id: int, *, status_code: int | None, error: str, at: datetime) -> None:
+        """The last attempt failed and no more will be made: the delivery is ``failed``."""
+
+    def get(self, id: int) -> Delivery | None:
+        """The delivery ``id``, or ``None``."""
+
+    def list(self, webhook_id: int, *, after_id: int = 0, limit: int = 50) -> Page[Delivery]:
+        """The deliveries of one subscription by ascending id, keyset paged."""
+
+    def pending(self) -> int:
+        """How many deliveries wait (for health reports and tests)."""
+
+
 @runtime_checkable
 class Storage(Protocol):
     users: UserStore
@@ -386,6 +471,9 @@ class Storage(Protocol):
     outbox: Outbox
     totp: TotpStore
     keys: KeyStore
+    audit: AuditStore
+    webhooks: WebhookStore
+    deliveries: DeliveryStore
 
     def atomic(self) -> ContextManager[None]:
         """A block whose store calls make one transaction: all of them are kept, or none.

@@ -157,6 +157,64 @@ class SigningKey:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One security event (CONTRACT §12), written with the change it records and never
+    changed afterwards. ``actor_uuid`` is ``None`` when nobody was logged in (an
+    anonymous request, the operator's command line); ``details`` never holds a
+    password, hash, token, code or secret."""
+
+    id: int
+    uuid: str
+    created_at: datetime
+    event: str
+    actor_uuid: str | None
+    target_type: str | None
+    target_uuid: str | None
+    ip: str
+    request_id: str
+    details: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """A subscription: events whose name matches one of ``events`` (exact names, or
+    prefixes ending in ``.*``, or ``*``) are POSTed to ``url``, signed with ``secret``
+    (sealed by the core in storage, never shown after creation)."""
+
+    id: int
+    uuid: str
+    url: str
+    events: tuple[str, ...]
+    description: str
+    secret: str
+    created_at: datetime
+
+
+#: The states of a delivery.
+PENDING, SUCCEEDED, FAILED = "pending", "succeeded", "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One event on its way to one webhook: ``payload`` is the JSON body, fixed when
+    the event happened; ``status`` is ``pending`` until a 2xx answer (``succeeded``) or
+    until retries ran out (``failed``)."""
+
+    id: int
+    webhook_id: int
+    event_uuid: str
+    event: str
+    payload: str
+    status: str
+    attempts: int
+    last_status_code: int | None
+    last_error: str
+    created_at: datetime
+    next_attempt_at: datetime | None
+    last_attempt_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Page(Generic[RecordT]):
     """One page of a keyset-paged list."""
 

@@ -110,6 +110,13 @@ class Settings:
     verify_ttl: int = 24 * 3600
     reset_ttl: int = 30 * 60
     require_verified_email: bool = False
+    # Audit trail and webhooks (CONTRACT §12): days events are kept (0: for ever),
+    # whether webhooks may target private addresses, seconds a receiver has to answer,
+    # and for how long a failing delivery is retried.
+    audit_retention_days: int = 365
+    webhook_allow_private: bool = False
+    webhook_timeout: int = 10
+    webhook_retry_seconds: int = 24 * 3600
     # Free-form section for third-party plugins: ``[plugins.NAME]`` in TOML.
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
@@ -185,6 +192,9 @@ class Settings:
             ("smtp_timeout", 1, 300),
             ("verify_ttl", 60, 30 * 24 * 3600),
             ("reset_ttl", 60, 7 * 24 * 3600),
+            ("audit_retention_days", 0, 100 * 366),
+            ("webhook_timeout", 1, 60),
+            ("webhook_retry_seconds", 0, 30 * 24 * 3600),
         ):
             value = getattr(self, name)
             if not low <= value <= high:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 
+from locky import audit_schemas
 from locky import schemas as s
 from locky.routes import BASE_PATH, ID_PARAMETER, Route
 
@@ -52,6 +54,7 @@ DEFINITIONS = {
     "TotpSetup": s.TotpSetupSchema,
     "RecoveryCodes": s.RecoveryCodesSchema,
     "Error": s.ErrorSchema,
+    **audit_schemas.DEFINITIONS,
 }
 ERROR_TEXT = {
     400: "Invalid input: each offending field mapped to one message. Also a request that"
@@ -108,6 +111,7 @@ def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
     )
     # Our own field class: apispec cannot tell it is a date-time string without this.
     marshmallow.map_to_openapi_type(s.Timestamp, "string", "date-time")
+    marshmallow.map_to_openapi_type(audit_schemas.Rfc3339, "string", "date-time")
     for name, schema in DEFINITIONS.items():
         spec.components.schema(name, schema=schema)
     spec.components.schema(
@@ -135,8 +139,9 @@ def _ref(schema) -> Any:
 
 def _operation(route: Route, op) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = []
-    if "{id}" in route.spec_path:
-        parameters.append(dict(ID_PARAMETER))
+    for name in re.findall(r"\{(\w+)\}", route.spec_path):  # {id}, and others as {delivery_id}
+        parameters.append(dict(ID_PARAMETER) if name == "id" else
+                          {**ID_PARAMETER, "name": name, "description": f"The {name.removesuffix('_id')}'s id."})
     if op.query is not None:
         parameters.append({"in": "query", "schema": op.query})
     if op.body is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from locky.testing import MailBox, make_settings
+from locky.testing import ADMIN_EMAIL, MailBox, make_settings
 
 from clients_helpers import Cli, LiveServer
 
@@ -58,3 +58,12 @@ def alice(cli):
 
 def token_file(home, audience):
     return home / "xdg" / "locky" / f"{audience}.json"
+
+
+@pytest.fixture
+def root(cli, mailbox):
+    """The admin, its address verified (an admin email makes an admin only then), logged in with locky-admin."""
+    user = cli.register("Root", ADMIN_EMAIL)
+    cli.ok("anonymous", "verify", "--", MailBox.token(mailbox.wait(ADMIN_EMAIL, purpose="verify")))
+    cli.login("admin", ADMIN_EMAIL)
+    return user

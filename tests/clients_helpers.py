@@ -7,6 +7,8 @@ The server is the app from ``locky.testing``'s ``locky_app`` fixture, served by
 
 from __future__ import annotations
 
+import argparse
+
 import io
 import socket
 import sys
@@ -87,3 +89,13 @@ class Cli:
         result = self.ok("anonymous", "register", "--json", "--name", name, "--email", email,
                          "--password-stdin", stdin=password + "\n")
         return result.json()
+
+
+def command_paths(parser, path=()):
+    """Every command of an argparse tree, as the words that reach it ("", "users", "users list")."""
+    yield " ".join(path)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                if sub.prog.split()[-1] == name:
+                    yield from command_paths(sub, path + (name,))

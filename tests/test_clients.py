@@ -23,19 +23,10 @@ from locky.clients.http import HttpClient
 from locky.clients.output import record_table, table
 from locky.clients.record_commands import permission
 from locky.clients.tokens import config_dir, is_expired, token_claims
-from locky.testing import ADMIN_EMAIL, MailBox, make_settings
+from locky.testing import ADMIN_EMAIL, make_settings
 
-from clients_fixtures import alice, cli, home, locky_settings, mailbox, server, token_file  # noqa: F401
+from clients_fixtures import alice, cli, home, locky_settings, mailbox, root, server, token_file  # noqa: F401
 from clients_helpers import PASSWORD, Cli, LiveServer, unused_port
-
-
-@pytest.fixture
-def root(cli, mailbox):
-    """The admin, its address verified (an admin email makes an admin only then), logged in with locky-admin."""
-    user = cli.register("Root", ADMIN_EMAIL)
-    cli.ok("anonymous", "verify", "--", MailBox.token(mailbox.wait(ADMIN_EMAIL, purpose="verify")))
-    cli.login("admin", ADMIN_EMAIL)
-    return user
 
 
 def stored(home, audience):

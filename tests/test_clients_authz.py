@@ -11,20 +11,11 @@ import pytest
 
 from locky.clients import admin, app
 from locky.clients.http import HttpClient
-from locky.testing import ADMIN_EMAIL, MailBox
+from locky.testing import ADMIN_EMAIL
 
-from clients_fixtures import alice, cli, home, locky_settings, mailbox, server, token_file  # noqa: F401
+from clients_fixtures import alice, cli, home, locky_settings, mailbox, root, server, token_file  # noqa: F401
 
 NEW_COMMANDS = ("explain", "batch", "permissions", "subjects")
-
-
-@pytest.fixture
-def root(cli, mailbox):
-    """The admin, its address verified (an admin email makes an admin only then), logged in with locky-admin."""
-    user = cli.register("Root", ADMIN_EMAIL)
-    cli.ok("anonymous", "verify", "--", MailBox.token(mailbox.wait(ADMIN_EMAIL, purpose="verify")))
-    cli.login("admin", ADMIN_EMAIL)
-    return user
 
 
 @pytest.fixture

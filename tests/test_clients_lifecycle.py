@@ -9,7 +9,6 @@ a second code in one step is the next step's (the server accepts ±1 step).
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import os
@@ -24,7 +23,7 @@ from locky.clients import admin, anonymous, app
 from locky.testing import ADMIN_EMAIL, MailBox
 
 from clients_fixtures import alice, cli, home, locky_settings, mailbox, server, token_file  # noqa: F401
-from clients_helpers import PASSWORD
+from clients_helpers import PASSWORD, command_paths
 
 NEW_PASSWORD = "a much newer password"
 CODE_PROMPT = "Authentication code (or a recovery code): "
@@ -50,17 +49,8 @@ class Terminal(io.StringIO):
 
 # --- the command trees ---------------------------------------------------------------
 
-def _paths(parser, path=()):
-    yield " ".join(path)
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                if sub.prog.split()[-1] == name:
-                    yield from _paths(sub, path + (name,))
-
-
 def test_lifecycle_commands_per_audience():
-    trees = {name: set(_paths(m.build_parser())) for name, m in
+    trees = {name: set(command_paths(m.build_parser())) for name, m in
              [("anonymous", anonymous), ("app", app), ("admin", admin)]}
     public = {"verify", "resend-verification", "forgot-password", "reset-password"}
     assert public <= trees["anonymous"] and not public & (trees["app"] | trees["admin"])

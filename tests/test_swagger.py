@@ -186,11 +186,14 @@ def test_operations_have_unique_ids_and_summaries(doc):
 
 
 def test_id_paths_declare_the_id_parameter(doc):
+    seen = set()
     for path, method, operation in operations(doc):
-        if "{id}" in path:
-            (param,) = [p for p in operation["parameters"] if p.get("in") == "path"]
-            assert (param["name"], param["type"], param["required"]) == ("id", "integer", True)
-            assert param.get("minimum") == 1
+        declared = [p for p in operation.get("parameters", []) if p.get("in") == "path"]
+        assert [p["name"] for p in declared] == re.findall(r"\{(\w+)\}", path), (path, method)
+        for param in declared:
+            assert (param["type"], param["required"], param.get("minimum")) == ("integer", True, 1), (path, param)
+            seen.add(param["name"])
+    assert seen == {"id", "delivery_id"}  # /webhooks/{id}/deliveries/{delivery_id}/replay
 
 
 def test_lists_and_counts_declare_their_query_parameters(doc):
@@ -203,10 +206,11 @@ def test_lists_and_counts_declare_their_query_parameters(doc):
 
 def test_request_bodies_and_400s_are_documented(doc):
     for path, method, operation in operations(doc):
-        # Logging out, starting a TOTP setup and rotating the keys take no body: the
-        # caller is all they need.
+        # Logging out, starting a TOTP setup, rotating the keys and replaying a delivery
+        # take no body: the caller and the path are all they need.
         if method in ("post", "put") and path not in ("/private/users/logout", "/private/users/me/mfa/totp",
-                                                       "/private/keys/rotate"):
+                                                       "/private/keys/rotate",
+                                                       "/private/webhooks/{id}/deliveries/{delivery_id}/replay"):
             bodies = [p for p in operation["parameters"] if p["in"] == "body"]
             assert len(bodies) == 1, (path, method)
             assert "400" in operation["responses"], (path, method)

@@ -179,6 +179,10 @@ class CachingStorage:
         self.outbox = inner.outbox
         self.totp = _Totp(inner.totp, self)
         self.keys = inner.keys
+        # The audit trail and webhooks go straight through, as the outbox and keys do.
+        self.audit = inner.audit
+        self.webhooks = inner.webhooks
+        self.deliveries = inner.deliveries
         self.listener.start()
 
     @classmethod

@@ -41,6 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     keys_sub.add_parser("rotate", help="make a new active signing key (tokens signed before stay valid)")
     keys_sub.add_parser("list", help="list the stored keys: kid, algorithm, made, retired")
 
+    trail = sub.add_parser("audit", help="the audit trail")
+    trail_sub = trail.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
+    prune = trail_sub.add_parser("prune", help="delete audit events older than some days (the only way one goes)")
+    prune.add_argument("--older-than", type=_days, metavar="DAYS",
+                       help="age in days (default: LOCKY_AUDIT_RETENTION_DAYS, 365)")
+
     sub.add_parser("plugins", help="list the loaded plugins and where they come from")
     sub.add_parser("check", help="check settings, database, policy files and plugins, then exit")
     policy_cli.add_parser(sub)
@@ -73,7 +79,7 @@ def _serve(settings, args) -> int:
 def _with_app(settings, work) -> int:
     from locky.app import create_app
 
-    app = create_app(settings.replace(log_requests=False))
+    app = create_app(settings.replace(log_requests=False), background=False)
     try:
         return work(app)
     finally:
@@ -103,7 +109,13 @@ def _admin(grant: bool):
             user = _live_user(storage, args.email)
             if user is None:
                 return 1
-            changed = storage.grants.grant(user.uuid, "admin") if grant else storage.grants.revoke(user.uuid, "admin")
+            from locky import audit
+
+            with storage.atomic():
+                changed = storage.grants.grant(user.uuid, "admin") if grant else storage.grants.revoke(user.uuid, "admin")
+                if changed:
+                    app.context.audit.record(audit.ADMIN_GRANTED if grant else audit.ADMIN_REVOKED, target_type="user",
+                                             target_uuid=user.uuid, details={"email": user.email, "via": "command line"})
             verb = "is now an admin" if grant else "is no longer an admin"
             print(f"{user.email} {verb}" if changed else f"{user.email}: nothing to change")
             return 0
@@ -178,7 +190,9 @@ def _keys(settings, args) -> int:
                   " LOCKY_JWT_SECRET, there are no keys", file=sys.stderr)
             return 1
         if args.keys_command == "rotate":
-            record = keys.rotate()
+            from locky.resources.tokens import rotate_key
+
+            record = rotate_key(app.context, keys)
             app.context.emit("key.rotated", kind="keys", details={"kid": record.kid, "alg": record.alg})
             print(f"locky: {record.kid} ({record.alg}) is the new signing key; tokens signed before stay"
                   " valid until they expire")
@@ -218,7 +232,31 @@ def _check(settings, args) -> int:
     return _with_app(settings, work)
 
 
+def _days(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 100 * 366:
+        raise argparse.ArgumentTypeError("a whole number of days, at least 1")
+    return int(text)
+
+
+def _audit(settings, args) -> int:
+    """``locky audit prune --older-than DAYS``."""
+    from locky.audit_retention import prune
+
+    days = args.older_than or settings.audit_retention_days
+    if not days:
+        print("locky: LOCKY_AUDIT_RETENTION_DAYS is 0 (keep for ever): give --older-than DAYS", file=sys.stderr)
+        return 2
+
+    def work(app):
+        gone = prune(app.context.storage, days)
+        print(f"locky: {gone} audit event{'' if gone == 1 else 's'} older than {days} days deleted")
+        return 0
+
+    return _with_app(settings, work)
+
+
 COMMANDS = {
+    "audit": _audit,
     "serve": _serve,
     "spec": _spec,
     "grant-admin": _admin(True),

@@ -37,7 +37,7 @@ def serve(settings: Settings) -> None:
     gunicorn.http.wsgi.SERVER = "locky"  # no server version banner
 
     settings = settings.with_secret()  # made once, before the workers fork
-    create_app(settings).close()  # fail fast: schema, policy files, plugins
+    create_app(settings, background=False).close()  # fail fast: schema, policy files, plugins
 
     class LockyServer(BaseApplication):
         def load_config(self):

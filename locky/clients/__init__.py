@@ -9,6 +9,7 @@ Modules:
 - :mod:`.commands`: the shared parser plumbing, context and error reporting.
 - :mod:`.session_commands`, :mod:`.record_commands`, :mod:`.account_commands`: the
   commands themselves (the last: verification, password reset and TOTP, CONTRACT §11).
+- :mod:`.audit_commands`: ``locky-admin``'s audit trail and webhooks (CONTRACT §12).
 - :mod:`.anonymous`, :mod:`.app`, :mod:`.admin`: one entry point per audience.
 
 Standard library only, so the clients work wherever the package installs.

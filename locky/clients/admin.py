@@ -3,7 +3,9 @@
 Everything ``locky-app`` does (``authz`` questions included), on any record, plus role
 management (``roles create``, ``update``, ``delete`` with repeatable ``--permission
 RESOURCE:ACTION``), updating or deleting any user, and disabling or enabling accounts
-(``users disable``, ``users enable``). Its tokens live in
+(``users disable``, ``users enable``), the audit trail (``audit list``) and webhooks
+(``webhooks create``, ``list``, ``get``, ``delete``, ``deliveries``, ``replay``). Its
+tokens live in
 ``$XDG_CONFIG_HOME/locky/admin.json``.
 """
 
@@ -13,6 +15,7 @@ import argparse
 from typing import Sequence
 
 from .account_commands import add_mfa_commands
+from .audit_commands import add_audit_commands
 from .commands import new_parser, run
 from .record_commands import add_record_commands
 from .session_commands import add_session_commands
@@ -26,6 +29,10 @@ EPILOG = f"""examples:
   {PROG} users disable 7
   {PROG} users enable 7
   {PROG} authz subjects --resource roles --action write
+  {PROG} audit list --event 'login.*' --since 2026-11-24T00:00:00Z --all
+  {PROG} webhooks create --url https://hooks.example.com/locky --event 'user.*' --event group.deleted
+  {PROG} webhooks deliveries 1
+  {PROG} webhooks replay 1 42
 """
 
 
@@ -34,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_session_commands(commands)
     add_mfa_commands(commands)
     add_record_commands(commands, admin=True)
+    add_audit_commands(commands)
     return parser
 
 

@@ -20,6 +20,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "permissions": ("resource", "action", "scope", "group_uuid", "via"),
     "held_roles": ("role", "scope", "group_uuid"),
     "matched": ("role", "scope", "group_uuid", "rule"),
+    # the audit trail and webhooks (CONTRACT §12); --json shows every field
+    "events": ("id", "created_at", "event", "actor_uuid", "target_type", "target_uuid", "ip", "details"),
+    "webhooks": ("id", "uuid", "url", "events", "description", "created_at"),
+    "deliveries": ("id", "event", "event_uuid", "status", "attempts", "last_status_code", "next_attempt_at",
+                   "last_error"),
 }
 # Field order of a single record: these first, then the rest alphabetically.
 LEADING = ("id", "uuid", "name", "email", "description", "group_uuid", "user_uuid", "role", "builtin", "permissions")

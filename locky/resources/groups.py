@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from locky import audit
 from locky.errors import Invalid
 from locky.records import Permission
 from locky.routes import Operation, Route
@@ -16,13 +17,22 @@ from locky.schemas import (
     RoleUpdateSchema,
 )
 
-from .writes import body, created, deleted, live, updated
+from .writes import audited, body, created, deleted, live, updated
 
 GROUP, MEMBER, ROLE = GroupSchema(), MemberSchema(), RoleSchema()
 BODY_ERRORS = (400, 401, 403, 413, 415, 503)
 #: Roles held globally, never through a membership: every authenticated user holds
 #: ``user``, and ``admin`` held in a group would match ``p, admin, *, *, *`` there.
 GLOBAL_ROLES = frozenset({"admin", "user"})
+
+
+def membership(member) -> dict:
+    """What a membership event tells: whose, where, as what."""
+    return {"group_uuid": member.group_uuid, "user_uuid": member.user_uuid, "role": member.role}
+
+
+def role_details(role) -> dict:
+    return {"name": role.name, "permissions": [f"{p.resource}:{p.action}" for p in role.permissions]}
 
 
 def assign(role: str) -> str:
@@ -41,19 +51,25 @@ class GroupWrites:
     def on_post(self, req, resp):
         self.context.require(req.context.identity, "groups", "create")
         data = body(self.context, req, GroupRequestSchema())
-        group = self.store.create(**data, owner_uuid=req.context.identity.user.uuid)
+        group = audited(self.context, audit.GROUP_CREATED, "group",
+                        lambda: self.store.create(**data, owner_uuid=req.context.identity.user.uuid),
+                        lambda g: {"name": g.name, "owner_uuid": req.context.identity.user.uuid})
         created(self.context, req, resp, "groups", GROUP, group)
 
     def on_put_item(self, req, resp, id: int):
         group = live(self.store, id)
         self.context.require(req.context.identity, "groups", "update", group_uuid=group.uuid)
         data = body(self.context, req, GroupUpdateSchema())
-        updated(self.context, req, resp, "groups", GROUP, self.store.update(id, **data))
+        record = audited(self.context, audit.GROUP_UPDATED, "group", lambda: self.store.update(id, **data),
+                         lambda g: {"name": g.name, "changed": sorted(data)})
+        updated(self.context, req, resp, "groups", GROUP, record)
 
     def on_delete_item(self, req, resp, id: int):
         group = live(self.store, id)
         self.context.require(req.context.identity, "groups", "delete", group_uuid=group.uuid)
-        deleted(self.context, req, resp, "groups", self.store.delete(id))
+        record = audited(self.context, audit.GROUP_DELETED, "group", lambda: self.store.delete(id),
+                         lambda g: {"name": g.name})
+        deleted(self.context, req, resp, "groups", record)
 
 
 class MemberWrites:
@@ -82,7 +98,9 @@ class MemberWrites:
             self.context.require(identity, "members", "create", group_uuid=group_uuid, own=own)
             self.context.require(identity, "members", assign(data["role"]), group_uuid=group_uuid, own=own)
 
-        created(self.context, req, resp, "members", MEMBER, self.store.create(**data, authorize=authorize))
+        record = audited(self.context, audit.MEMBER_ADDED, "member",
+                         lambda: self.store.create(**data, authorize=authorize), membership)
+        created(self.context, req, resp, "members", MEMBER, record)
 
     def on_delete_item(self, req, resp, id: int):
         member = live(self.store, id)
@@ -91,7 +109,8 @@ class MemberWrites:
         self.context.require(identity, "members", "delete", group_uuid=member.group_uuid, own=own)
         if not own:  # leaving a group needs no right to hand out one's own role
             self.context.require(identity, "members", assign(member.role), group_uuid=member.group_uuid)
-        deleted(self.context, req, resp, "members", self.store.delete(id))
+        record = audited(self.context, audit.MEMBER_REMOVED, "member", lambda: self.store.delete(id), membership)
+        deleted(self.context, req, resp, "members", record)
 
 
 class RoleWrites:
@@ -110,18 +129,22 @@ class RoleWrites:
     def on_post(self, req, resp):
         self.context.require(req.context.identity, "roles", "create")
         data = self._permissions(body(self.context, req, RoleRequestSchema()))
-        created(self.context, req, resp, "roles", ROLE, self.store.create(**data))
+        record = audited(self.context, audit.ROLE_CREATED, "role", lambda: self.store.create(**data), role_details)
+        created(self.context, req, resp, "roles", ROLE, record)
 
     def on_put_item(self, req, resp, id: int):
         live(self.store, id)
         self.context.require(req.context.identity, "roles", "update")
         data = self._permissions(body(self.context, req, RoleUpdateSchema()))
-        updated(self.context, req, resp, "roles", ROLE, self.store.update(id, **data))
+        record = audited(self.context, audit.ROLE_UPDATED, "role", lambda: self.store.update(id, **data),
+                         lambda r: {**role_details(r), "changed": sorted(data)})
+        updated(self.context, req, resp, "roles", ROLE, record)
 
     def on_delete_item(self, req, resp, id: int):
         live(self.store, id)
         self.context.require(req.context.identity, "roles", "delete")
-        deleted(self.context, req, resp, "roles", self.store.delete(id))
+        record = audited(self.context, audit.ROLE_DELETED, "role", lambda: self.store.delete(id), role_details)
+        deleted(self.context, req, resp, "roles", record)
 
 
 def routes(context) -> list[Route]:

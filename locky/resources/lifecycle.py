@@ -6,7 +6,6 @@ from __future__ import annotations
 import falcon
 
 from locky.accounts import Accounts
-from locky.client_address import ClientAddresses
 from locky.lifecycle import Lifecycle
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -61,12 +60,11 @@ class Reset:
 class MfaLogin:
     def __init__(self, context, accounts: Accounts):
         self.context, self.accounts = context, accounts
-        self.client_addresses = ClientAddresses(context.settings.trusted_proxies)
 
     def on_post(self, req, resp):
         data = body(self.context, req, MfaLoginRequestSchema())
         resp.media = TOKEN.dump(self.accounts.login_mfa(data["mfa_token"], data["code"], req.context.request_id,
-                                                        client_address=self.client_addresses.of(req)))
+                                                        client_address=req.context.client_address))
 
 
 class Totp:

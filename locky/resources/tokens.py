@@ -9,7 +9,8 @@ from typing import Any
 
 import jwt
 
-from locky import events
+from locky import audit, events
+from locky.accounts import revoke_session
 from locky.errors import LockyError, StateConflict
 from locky.media import load, read_json_or_form
 from locky.routes import Operation, Route
@@ -72,6 +73,15 @@ class KeyList:
         resp.media = KEY_LIST.dump({"keys": keys.listing() if keys is not None else []})
 
 
+def rotate_key(context, keys):
+    """Rotate the signing key, with its ``key.rotated`` event, in one transaction."""
+    with context.storage.atomic():
+        record = keys.rotate()
+        context.audit.record(audit.KEY_ROTATED, target_type="key", target_uuid=record.kid,
+                             details={"kid": record.kid, "alg": record.alg})
+    return record
+
+
 class KeyRotation:
     def __init__(self, context):
         self.context = context
@@ -83,7 +93,7 @@ class KeyRotation:
         if keys is None:
             raise StateConflict(f"{self.context.settings.jwt_algorithm} tokens are signed with LOCKY_JWT_SECRET:"
                                 " there is no key to rotate.")
-        record = keys.rotate()
+        record = rotate_key(self.context, keys)
         self.context.emit(events.KEY_ROTATED, kind="keys", actor_uuid=identity.user.uuid,
                           details={"kid": record.kid, "alg": record.alg}, request_id=req.context.request_id)
         resp.media = json.loads(record.public_jwk)
@@ -148,7 +158,7 @@ class Revocation:
     def on_post(self, req, resp):
         data = load(TokenRequestSchema(), read_json_or_form(req, self.context.settings.max_body_bytes))
         claims = self.inspector.live_claims(data["token"])
-        if claims is not None and self.context.storage.sessions.revoke(claims["sid"]):
+        if claims is not None and revoke_session(self.context, claims["sid"], "revocation endpoint", claims["sub"]):
             self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=claims["sub"],
                               details={"session_uuid": claims["sid"], "reason": "revocation endpoint"},
                               request_id=req.context.request_id)

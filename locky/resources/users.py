@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import falcon
 
-from locky import events, letters, password_rules
+from locky import audit, events, letters, password_rules
 from locky.accounts import Accounts
 from locky.errors import Invalid
-from locky.client_address import ClientAddresses
 from locky.media import load, read_json
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -20,7 +19,7 @@ from locky.schemas import (
 )
 
 from . import lifecycle
-from .writes import body, deleted, live, updated
+from .writes import audited, body, deleted, live, updated
 
 USER = UserSchema()
 TOKEN = TokenSchema()
@@ -41,12 +40,11 @@ class Registration:
 class Login:
     def __init__(self, context, accounts: Accounts):
         self.context, self.accounts = context, accounts
-        self.client_addresses = ClientAddresses(context.settings.trusted_proxies)
 
     def on_post(self, req, resp):
         data = load(LoginRequestSchema(), read_json(req, self.context.settings.max_body_bytes))
         result = self.accounts.login(data["email"], data["password"], req.context.request_id,
-                                     client_address=self.client_addresses.of(req))
+                                     client_address=req.context.client_address)
         # A second factor is due: the challenge, not tokens (CONTRACT §11).
         resp.media = result if result.get("mfa_required") else TOKEN.dump(result)
 
@@ -97,7 +95,6 @@ class UserWrites:
     def __init__(self, context, accounts: Accounts):
         self.context, self.accounts = context, accounts
         self.store = context.storage.users
-        self.client_addresses = ClientAddresses(context.settings.trusted_proxies)
 
     def _target(self, req, id: int, action: str):
         user = live(self.store, id)
@@ -120,7 +117,7 @@ class UserWrites:
                 raise Invalid.one("disabled", "You cannot disable your own account.")
         if own and (password is not None or new_email):
             self.accounts.confirm_password(user, current_password, req.context.request_id,
-                                           client_address=self.client_addresses.of(req))
+                                           client_address=req.context.client_address)
         if password is not None:
             password_rules.check(password, email=changes.get("email", user.email), name=changes.get("name", user.name))
             changes["password_hash"] = self.context.password_hasher.hash(password)
@@ -134,6 +131,7 @@ class UserWrites:
                 storage.outbox.put(purpose=letters.VERIFY, email=record.email, user_uuid=record.uuid)
             revoked = storage.sessions.revoke_all(user.uuid, keep=identity.session_uuid if own else None) \
                 if end_logins else 0
+            self._record(user, record, changes, password is not None, revoked)
         if new_email:
             self.context.mail_sender.wake()
         if revoked:
@@ -143,9 +141,31 @@ class UserWrites:
                               request_id=req.context.request_id)
         updated(self.context, req, resp, "users", USER, record)
 
+    def _record(self, before, after, changes: dict, password_changed: bool, sessions_ended: int) -> None:
+        """The events of one update: ``user.updated`` naming the fields that changed,
+        then ``password.changed``, ``user.disabled``/``user.enabled`` where they apply."""
+        record = self.context.audit.record
+        changed = sorted(name for name in changes if name != "password_hash"
+                         and getattr(before, name, None) != getattr(after, name, None))
+        if password_changed:
+            changed = sorted({*changed, "password"})
+        details = {"changed": changed}
+        if "email" in changed:
+            details.update(email=after.email, previous_email=before.email)
+        if sessions_ended:
+            details["sessions_ended"] = sessions_ended
+        record(audit.USER_UPDATED, target_type="user", target_uuid=after.uuid, details=details)
+        if password_changed:
+            record(audit.PASSWORD_CHANGED, target_type="user", target_uuid=after.uuid)
+        if after.disabled != before.disabled:
+            record(audit.USER_DISABLED if after.disabled else audit.USER_ENABLED, target_type="user",
+                   target_uuid=after.uuid, details={"email": after.email})
+
     def on_delete(self, req, resp, id: int):
         self._target(req, id, "delete")
-        deleted(self.context, req, resp, "users", self.store.delete(id))
+        record = audited(self.context, audit.USER_DELETED, "user", lambda: self.store.delete(id),
+                         lambda u: {"email": u.email, "name": u.name})
+        deleted(self.context, req, resp, "users", record)
 
 
 def routes(context) -> list[Route]:

@@ -22,6 +22,17 @@ def live(store, id: int):
     return record
 
 
+def audited(context, event: str, target_type: str, write, details=None):
+    """Run ``write()`` (a store call returning a record) and record ``event`` about the
+    record it returns, in one transaction (CONTRACT §12: no change without its event).
+    ``details`` is a dict, or a function of the record giving one."""
+    with context.storage.atomic():
+        record = write()
+        context.audit.record(event, target_type=target_type, target_uuid=record.uuid,
+                             details=details(record) if callable(details) else details)
+    return record
+
+
 def announce(context, req, name: str, kind: str, record) -> None:
     """Emit a record event on behalf of the caller."""
     identity = req.context.identity

@@ -25,6 +25,7 @@ import json
 import re
 import threading
 import time
+import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
@@ -34,8 +35,10 @@ import pytest
 from locky.errors import Conflict, Forbidden, Invalid, NotFound
 from locky.providers import BuiltinRole, Migration, SchemaState, Storage
 from locky.records import (
-    Authenticated, Code, Group, Letter, Member, Page, Permission, SigningKey, TotpState, User,
+    FAILED, PENDING, SUCCEEDED, AuditEvent, Authenticated, Code, Delivery, Group, Letter, Member, Page, Permission,
+    SigningKey, TotpState, User, Webhook,
 )
+from locky.webhook_patterns import selects
 
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 BUILTIN = (
@@ -54,6 +57,15 @@ def utcnow() -> datetime:
     """Now as the stores take times (``now``, ``since``, ``expires_at``, ``due_at``):
     a naive UTC datetime."""
     return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def aware_or_none(moment: datetime | None) -> datetime | None:
+    """:func:`utc` of ``moment``, ``None`` kept."""
+    return None if moment is None else utc(moment)
+
+
+def new_uuid() -> str:
+    return str(uuidlib.uuid4())
 
 
 def digest(text: str) -> str:
@@ -1324,6 +1336,547 @@ class StorageContract:
         assert [self.key_fields(k) for k in storage.keys.all()] == [self.key_fields(k1)]
         assert storage.keys.rotate(self.signing_key("k2"), replacing="k1").kid == "k2"
 
+    # -- audit trail --------------------------------------------------------------
+
+    @staticmethod
+    def audit_event(storage, event: str = "user.registered", *, at: datetime | None = None, **fields) -> AuditEvent:
+        """Add an event as the core does: a fresh uuid4, ``created_at`` naive UTC (now,
+        with its microseconds, unless ``at`` says otherwise)."""
+        values = dict(uuid=new_uuid(), event=event, actor_uuid=None, target_type=None, target_uuid=None,
+                      ip="203.0.113.7", request_id=new_uuid(), details={},
+                      created_at=at if at is not None else utcnow())
+        values.update(fields)
+        return storage.audit.add(**values)
+
+    @staticmethod
+    def audit_fields(event: AuditEvent) -> tuple:
+        """Every field, ``created_at`` as aware UTC (naive and aware ones compare alike)."""
+        return (event.id, event.uuid, utc(event.created_at), event.event, event.actor_uuid, event.target_type,
+                event.target_uuid, event.ip, event.request_id, event.details)
+
+    @staticmethod
+    def ids(page: Page) -> list[int]:
+        return [item.id for item in page.items]
+
+    def test_audit_add_returns_the_stored_event(self, storage):
+        actor, target, event_uuid, request_id = new_uuid(), new_uuid(), new_uuid(), new_uuid()
+        at = utcnow().replace(microsecond=123457) - timedelta(seconds=5)
+        made = storage.audit.add(uuid=event_uuid, event="member.added", actor_uuid=actor, target_type="group",
+                                 target_uuid=target, ip="2001:db8::1", request_id=request_id,
+                                 details={"role": "viewer", "user_uuid": actor}, created_at=at)
+        assert isinstance(made, AuditEvent) and isinstance(made.id, int) and 0 < made.id < 2**63
+        assert self.audit_fields(made)[1:] == (
+            event_uuid, utc(at), "member.added", actor, "group", target, "2001:db8::1", request_id,
+            {"role": "viewer", "user_uuid": actor})
+        page = storage.audit.list()
+        assert isinstance(page, Page) and page.next_after_id is None
+        assert all(isinstance(e, AuditEvent) for e in page.items)
+        # Stored as handed in, created_at to the microsecond.
+        assert [self.audit_fields(e) for e in page.items] == [self.audit_fields(made)]
+
+    def test_audit_ids_grow_and_the_list_follows_them(self, storage):
+        # Ids give the order, not created_at (an operator's command may bring an older time).
+        base = utcnow()
+        events = [self.audit_event(storage, f"user.e{i}", at=base - timedelta(minutes=i)) for i in range(5)]
+        ids = [e.id for e in events]
+        assert ids == sorted(ids) and len(set(ids)) == 5
+        assert len({e.uuid for e in events}) == 5
+        assert self.ids(storage.audit.list()) == ids
+        assert [e.event for e in storage.audit.list().items] == [f"user.e{i}" for i in range(5)]
+
+    def test_audit_list_pages_by_id(self, storage):
+        events = [self.audit_event(storage) for _ in range(7)]
+        first = storage.audit.list(limit=3)
+        assert isinstance(first, Page)
+        assert self.ids(first) == [e.id for e in events[:3]] and first.next_after_id == events[2].id
+        second = storage.audit.list(after_id=first.next_after_id, limit=3)
+        assert self.ids(second) == [e.id for e in events[3:6]] and second.next_after_id == events[5].id
+        last = storage.audit.list(after_id=second.next_after_id, limit=3)
+        assert self.ids(last) == [events[6].id] and last.next_after_id is None
+        assert storage.audit.list(after_id=events[-1].id) == Page(items=[], next_after_id=None)
+        # A page that ends exactly at the last event says no more follow.
+        exact = storage.audit.list(after_id=events[2].id, limit=4)
+        assert self.ids(exact) == [e.id for e in events[3:]] and exact.next_after_id is None
+        whole = storage.audit.list()
+        assert self.ids(whole) == [e.id for e in events] and whole.next_after_id is None
+        assert storage.audit.list(limit=1).next_after_id == events[0].id
+
+    def test_audit_list_filters(self, storage):
+        u1, u2, g1 = new_uuid(), new_uuid(), new_uuid()
+        add = self.audit_event
+        e1 = add(storage, "user.registered", actor_uuid=None, target_type="user", target_uuid=u1)
+        e2 = add(storage, "user.login", actor_uuid=u1, target_type="user", target_uuid=u1)
+        e3 = add(storage, "group.created", actor_uuid=u1, target_type="group", target_uuid=g1)
+        e4 = add(storage, "member.added", actor_uuid=u2, target_type="group", target_uuid=g1)
+        e5 = add(storage, "users.imported", actor_uuid=u2)
+        e6 = add(storage, "user.deleted", actor_uuid=u2, target_type="user", target_uuid=u1)
+        e7 = add(storage, "group.member_added", actor_uuid=u2, target_type="group", target_uuid=g1)
+        e8 = add(storage, "group.memberXadded", actor_uuid=u2, target_type="group", target_uuid=g1)
+        every = [e1, e2, e3, e4, e5, e6, e7, e8]
+
+        def found(**filters) -> list[AuditEvent]:
+            page = storage.audit.list(**filters)
+            assert page.next_after_id is None
+            return [e.id for e in page.items]
+
+        def of(*events) -> list[int]:
+            return [e.id for e in events]
+
+        # The event name exactly.
+        assert found(event="user.login") == of(e2)
+        assert found(event="user") == [] and found(event="user.") == [] and found(event="User.login") == []
+        # Names starting with the prefix, taken literally (no wildcard characters).
+        assert found(event_prefix="user.") == of(e1, e2, e6)
+        assert found(event_prefix="group.") == of(e3, e7, e8)
+        assert found(event_prefix="group.member_") == of(e7)
+        assert found(event_prefix="%") == [] and found(event_prefix="_") == []
+        assert found(event_prefix="user.login") == of(e2)
+        # Actor and target exactly.
+        assert found(actor_uuid=u1) == of(e2, e3)
+        assert found(actor_uuid=u2) == of(e4, e5, e6, e7, e8)
+        assert found(actor_uuid=g1) == []
+        assert found(target_uuid=u1) == of(e1, e2, e6)
+        assert found(target_uuid=g1) == of(e3, e4, e7, e8)
+        assert found(target_uuid=u1[:8]) == []
+        # Every filter given applies.
+        assert found(event_prefix="user.", actor_uuid=u2) == of(e6)
+        assert found(event="member.added", target_uuid=g1) == of(e4)
+        assert found(event="user.login", actor_uuid=u2) == []
+        assert found(event="user.login", event_prefix="user.") == of(e2)
+        assert found(event="user.login", event_prefix="group.") == []
+        assert found(actor_uuid=u1, target_uuid=u1) == of(e2)
+        # Filters given as None are not filters.
+        assert found(event=None, event_prefix=None, actor_uuid=None, target_uuid=None, since=None,
+                     until=None) == of(*every)
+        # Keyset paging under a filter: pages of the matching events only.
+        first = storage.audit.list(event_prefix="user.", limit=2)
+        assert self.ids(first) == of(e1, e2) and first.next_after_id == e2.id
+        rest = storage.audit.list(event_prefix="user.", limit=2, after_id=first.next_after_id)
+        assert self.ids(rest) == of(e6) and rest.next_after_id is None
+        assert found(actor_uuid=u2, after_id=e4.id) == of(e5, e6, e7, e8)
+        page = storage.audit.list(target_uuid=g1, limit=2, after_id=e3.id)
+        assert self.ids(page) == of(e4, e7) and page.next_after_id == e7.id
+
+    def test_audit_list_time_bounds(self, storage):
+        t = utcnow().replace(microsecond=250001) - timedelta(hours=1)
+        events = [self.audit_event(storage, "user.login", at=t + timedelta(seconds=i)) for i in range(4)]
+        second = timedelta(seconds=1)
+        tick = timedelta(microseconds=1)
+
+        def found(**filters) -> list[int]:
+            return self.ids(storage.audit.list(**filters))
+
+        def of(*indexes) -> list[int]:
+            return [events[i].id for i in indexes]
+
+        # since <= created_at: inclusive, to the microsecond.
+        assert found(since=t + second) == of(1, 2, 3)
+        assert found(since=t + second + tick) == of(2, 3)
+        assert found(since=t - second) == of(0, 1, 2, 3)
+        assert found(since=t + 4 * second) == []
+        # created_at < until: exclusive, to the microsecond.
+        assert found(until=t + 2 * second) == of(0, 1)
+        assert found(until=t + 2 * second + tick) == of(0, 1, 2)
+        assert found(until=t) == []
+        assert found(until=t + 10 * second) == of(0, 1, 2, 3)
+        # Both: a half-open window.
+        assert found(since=t + second, until=t + 3 * second) == of(1, 2)
+        assert found(since=t + second, until=t + second) == []
+        assert found(since=t + 2 * second, until=t + second) == []
+        # With the other filters and paging.
+        assert found(since=t, until=t + 3 * second, event="user.login", after_id=events[0].id) == of(1, 2)
+        assert found(since=t, event="user.logout") == []
+        page = storage.audit.list(since=t + second, limit=2)
+        assert self.ids(page) == of(1, 2) and page.next_after_id == events[2].id
+        page = storage.audit.list(since=t + second, limit=2, after_id=page.next_after_id)
+        assert self.ids(page) == of(3) and page.next_after_id is None
+
+    def test_audit_details_and_empty_fields_round_trip(self, storage):
+        details = {
+            "name": "Zoë 🔒 Łukasz 中文",
+            "changes": {"email": {"from": "ada@example.com", "to": "ada@example.org"}, "roles": ["viewer", "owner"]},
+            "count": 3, "ratio": 0.5, "on": True, "off": False, "nothing": None,
+            "empty": {}, "none": [], "nested": [{"a": [1, 2, {"b": "ü\n\"quoted\" \\ slash"}]}],
+            "ключ 🔑": "значение",
+        }
+        expected = json.loads(json.dumps(details))
+        anonymous = self.audit_event(storage, "user.registered", actor_uuid=None, target_type=None,
+                                     target_uuid=None, ip="", request_id="", details=details)
+        bare = self.audit_event(storage, "locky.started", details={})
+        assert anonymous.details == expected
+        assert (anonymous.actor_uuid, anonymous.target_type, anonymous.target_uuid, anonymous.ip,
+                anonymous.request_id) == (None, None, None, "", "")
+        # The caller's dict changing afterwards changes no stored event.
+        details["name"] = "changed"
+        details["changes"]["roles"].append("admin")
+        stored = storage.audit.list().items
+        assert [self.audit_fields(e) for e in stored] == [self.audit_fields(anonymous), self.audit_fields(bare)]
+        assert stored[0].details == expected and stored[1].details == {}
+        assert isinstance(stored[0].details, dict)
+        # Nor does a reader changing what it was handed: events never change.
+        stored[0].details["name"] = "changed by a reader"
+        stored[0].details["nested"].clear()
+        assert storage.audit.list().items[0].details == expected
+        # A None filter filters nothing; an actor filter never finds an anonymous event.
+        assert self.ids(storage.audit.list(actor_uuid=None, target_uuid=None)) == [anonymous.id, bare.id]
+        assert storage.audit.list(actor_uuid=new_uuid()).items == []
+
+    def test_audit_prune_deletes_only_older_events_in_batches(self, storage):
+        t = utcnow() - timedelta(days=30)
+        day = timedelta(days=1)
+        # Added out of time order: prune goes by created_at, not by id.
+        a = self.audit_event(storage, "e.a", at=t + 3 * day)
+        b = self.audit_event(storage, "e.b", at=t)
+        c = self.audit_event(storage, "e.c", at=t + 2 * day)
+        d = self.audit_event(storage, "e.d", at=t + day)
+        e = self.audit_event(storage, "e.e", at=t + 5 * day)
+        assert storage.audit.prune(t) == 0  # strictly before: the event at t stays
+        assert storage.audit.prune(t - day) == 0
+        assert storage.audit.prune(t + 2 * day, batch=1) == 1
+        assert storage.audit.prune(t + 2 * day, batch=1) == 1
+        assert storage.audit.prune(t + 2 * day, batch=1) == 0
+        assert [self.audit_fields(x) for x in storage.audit.list().items] == [
+            self.audit_fields(a), self.audit_fields(c), self.audit_fields(e)]
+        assert storage.audit.prune(utcnow() + day, batch=2) == 2
+        assert self.ids(storage.audit.list()) == [e.id]
+        assert storage.audit.prune(utcnow() + day) == 1
+        assert storage.audit.prune(utcnow() + day) == 0
+        assert storage.audit.list() == Page(items=[], next_after_id=None)
+        # The trail goes on, with ids larger than every earlier event's.
+        later = self.audit_event(storage)
+        assert later.id > max(x.id for x in (a, b, c, d, e))
+        assert self.ids(storage.audit.list()) == [later.id]
+
+    # -- webhooks -----------------------------------------------------------------
+
+    #: A webhook secret as the core seals it (``v1.`` + URL-safe base64), opaque to storage.
+    SEALED_SECRET = "v1." + "q9Zb-7Xw_3kPzR2mLcYt0NvH" * 4
+
+    def webhook(self, storage, *events: str, url: str = "https://hooks.example.com/locky",
+                description: str = "", at: datetime | None = None) -> Webhook:
+        return storage.webhooks.create(uuid=new_uuid(), url=url, events=events or ("*",), description=description,
+                                       secret=self.SEALED_SECRET, created_at=at if at is not None else utcnow())
+
+    @staticmethod
+    def webhook_fields(hook: Webhook) -> tuple:
+        return (hook.id, hook.uuid, hook.url, hook.events, hook.description, hook.secret, utc(hook.created_at))
+
+    def test_webhook_create_get_and_list(self, storage):
+        hook_uuid = new_uuid()
+        at = utcnow().replace(microsecond=654321)
+        url = "https://hooks.example.com/locky/in?tenant=ünï&x=1"
+        made = storage.webhooks.create(uuid=hook_uuid, url=url, events=["user.*", "group.created", "*"],
+                                       description="Zoë's 🔔 hook\nline two ", secret=self.SEALED_SECRET,
+                                       created_at=at)
+        assert isinstance(made, Webhook) and isinstance(made.id, int) and 0 < made.id < 2**63
+        # Events come back as a tuple, in the order given.
+        assert self.webhook_fields(made)[1:] == (hook_uuid, url, ("user.*", "group.created", "*"),
+                                                 "Zoë's 🔔 hook\nline two ", self.SEALED_SECRET, utc(at))
+        stored = storage.webhooks.get(made.id)
+        assert isinstance(stored, Webhook) and self.webhook_fields(stored) == self.webhook_fields(made)
+        for missing in (0, -1, 999_999):
+            assert storage.webhooks.get(missing) is None
+
+        second, third = self.webhook(storage, "user.login"), self.webhook(storage)
+        assert made.id < second.id < third.id
+        page = storage.webhooks.list(limit=2)
+        assert isinstance(page, Page) and all(isinstance(h, Webhook) for h in page.items)
+        assert [self.webhook_fields(h) for h in page.items] == [self.webhook_fields(made), self.webhook_fields(second)]
+        assert page.next_after_id == second.id
+        page = storage.webhooks.list(limit=2, after_id=page.next_after_id)
+        assert self.ids(page) == [third.id] and page.next_after_id is None
+        assert self.ids(storage.webhooks.list()) == [made.id, second.id, third.id]
+        assert storage.webhooks.list().next_after_id is None
+        page = storage.webhooks.list(after_id=made.id, limit=2)  # exactly the rest
+        assert self.ids(page) == [second.id, third.id] and page.next_after_id is None
+        assert storage.webhooks.list(after_id=third.id) == Page(items=[], next_after_id=None)
+
+    def test_webhook_matching(self, storage):
+        assert storage.webhooks.matching("user.registered") == []
+        exact = self.webhook(storage, "user.registered")
+        prefix = self.webhook(storage, "user.*")
+        everything = self.webhook(storage, "*")
+        groups = self.webhook(storage, "group.created", "group.deleted")
+        plural = self.webhook(storage, "users.*")
+        twice = self.webhook(storage, "user.*", "user.registered")  # found once all the same
+        hooks = [exact, prefix, everything, groups, plural, twice]
+
+        def matching(event: str) -> list[int]:
+            found = storage.webhooks.matching(event)
+            assert all(isinstance(h, Webhook) for h in found)
+            assert all(self.webhook_fields(h) == self.webhook_fields(storage.webhooks.get(h.id)) for h in found)
+            return sorted(h.id for h in found)
+
+        def of(*chosen: Webhook) -> list[int]:
+            return sorted(h.id for h in chosen)
+
+        assert matching("user.registered") == of(exact, prefix, everything, twice)
+        assert matching("user.deleted") == of(prefix, everything, twice)
+        assert matching("group.deleted") == of(everything, groups)
+        assert matching("group.updated") == of(everything)
+        assert matching("users.imported") == of(everything, plural)
+        assert matching("user") == of(everything)
+        assert matching("userx.registered") == of(everything)
+        for event in ("user.registered", "user.login", "group.created", "users.x", "member.added", "a", "user."):
+            assert matching(event) == of(*(h for h in hooks if selects(h.events, event))), event
+        # Creates and deletes show at once.
+        assert storage.webhooks.delete(everything.id) is not None
+        assert matching("member.added") == []
+        members = self.webhook(storage, "member.*")
+        assert matching("member.added") == of(members)
+        assert matching("user.registered") == of(exact, prefix, twice)
+
+    def test_webhook_delete_removes_it_and_its_pending_deliveries(self, storage):
+        hook, other = self.webhook(storage, "user.*"), self.webhook(storage, "*")
+        now = utcnow()
+        done = self.delivery(storage, hook, at=now - timedelta(seconds=3))
+        gave_up = self.delivery(storage, hook, at=now - timedelta(seconds=2))
+        held = self.delivery(storage, hook, at=now - timedelta(seconds=1))
+        assert [d.id for d in storage.deliveries.claim(now=now, lease=30)] == [done.id, gave_up.id, held.id]
+        storage.deliveries.succeeded(done.id, status_code=200, at=now)
+        storage.deliveries.failed(gave_up.id, status_code=410, error="Gone", at=now)
+        waiting = self.delivery(storage, hook, at=now + timedelta(seconds=1))
+        elsewhere = self.delivery(storage, other, at=now + timedelta(seconds=2))
+        assert storage.deliveries.pending() == 3
+
+        removed = storage.webhooks.delete(hook.id)
+        assert isinstance(removed, Webhook) and self.webhook_fields(removed) == self.webhook_fields(hook)
+        assert storage.webhooks.get(hook.id) is None
+        assert self.ids(storage.webhooks.list()) == [other.id]
+        assert [h.id for h in storage.webhooks.matching("user.login")] == [other.id]
+        assert storage.webhooks.delete(hook.id) is None
+        assert storage.webhooks.delete(999_999) is None
+        # Its pending deliveries went with it, held or not; no sender gets them again.
+        assert storage.deliveries.get(waiting.id) is None and storage.deliveries.get(held.id) is None
+        assert storage.deliveries.pending() == 1
+        later = now + timedelta(minutes=5)
+        assert [d.id for d in storage.deliveries.claim(now=later, lease=30)] == [elsewhere.id]
+        # A sender finishing a delivery that went meanwhile neither fails nor brings it back.
+        storage.deliveries.retry(held.id, status_code=503, error="Service Unavailable", at=later, due_at=later)
+        storage.deliveries.succeeded(waiting.id, status_code=200, at=later)
+        storage.deliveries.failed(held.id, status_code=None, error="timed out", at=later)
+        assert storage.deliveries.get(waiting.id) is None and storage.deliveries.get(held.id) is None
+        assert [(d.id, d.attempts) for d in storage.deliveries.claim(now=later + timedelta(minutes=5), lease=30)] == [
+            (elsewhere.id, 2)]
+        assert storage.deliveries.pending() == 1
+
+    # -- webhook deliveries -------------------------------------------------------
+
+    @staticmethod
+    def delivery(storage, hook: Webhook, *, at: datetime | None = None, event: str = "user.registered",
+                 payload: str | None = None) -> Delivery:
+        event_uuid = new_uuid()
+        if payload is None:
+            payload = json.dumps({"uuid": event_uuid, "event": event, "details": {}}, separators=(",", ":"))
+        return storage.deliveries.queue(webhook_id=hook.id, event_uuid=event_uuid, event=event, payload=payload,
+                                        created_at=at if at is not None else utcnow())
+
+    @staticmethod
+    def delivery_fields(delivery: Delivery) -> tuple:
+        """Every field, times as aware UTC."""
+        return (delivery.id, delivery.webhook_id, delivery.event_uuid, delivery.event, delivery.payload,
+                delivery.status, delivery.attempts, delivery.last_status_code, delivery.last_error,
+                utc(delivery.created_at), aware_or_none(delivery.next_attempt_at),
+                aware_or_none(delivery.last_attempt_at))
+
+    @staticmethod
+    def state(delivery: Delivery) -> tuple:
+        """Where a delivery stands: status, attempts, last status code and error, next and
+        last attempt (aware UTC)."""
+        return (delivery.status, delivery.attempts, delivery.last_status_code, delivery.last_error,
+                aware_or_none(delivery.next_attempt_at), aware_or_none(delivery.last_attempt_at))
+
+    def test_delivery_queue_and_get(self, storage):
+        hook = self.webhook(storage)
+        event_uuid = new_uuid()
+        at = utcnow().replace(microsecond=987654) - timedelta(seconds=1)
+        # The body is signed as it is: kept exactly (key order, spacing, escapes), however long.
+        payload = ('{"event": "user.registered", "uuid": "%s", "details": {"name": "Zoë 🔒 中文", "z": 1, "a": [%s]}}'
+                   % (event_uuid, ", ".join(f'"item-{i}"' for i in range(400))))
+        assert len(payload) > 4000
+        made = storage.deliveries.queue(webhook_id=hook.id, event_uuid=event_uuid, event="user.registered",
+                                        payload=payload, created_at=at)
+        assert isinstance(made, Delivery) and isinstance(made.id, int) and 0 < made.id < 2**63
+        assert self.delivery_fields(made)[1:] == (
+            hook.id, event_uuid, "user.registered", payload, PENDING, 0, None, "", utc(at), utc(at), None)
+        stored = storage.deliveries.get(made.id)
+        assert isinstance(stored, Delivery) and self.delivery_fields(stored) == self.delivery_fields(made)
+        for missing in (0, -1, 999_999):
+            assert storage.deliveries.get(missing) is None
+        assert storage.deliveries.pending() == 1
+        assert [self.delivery_fields(d) for d in storage.deliveries.list(hook.id).items] == [self.delivery_fields(made)]
+
+    def test_delivery_claim_honours_due_time_limit_and_age(self, storage):
+        hook = self.webhook(storage)
+        base = utcnow()
+        due = [self.delivery(storage, hook, at=base - timedelta(seconds=3 - i)) for i in range(3)]
+        future = self.delivery(storage, hook, at=base + timedelta(seconds=60))
+        assert storage.deliveries.claim(now=base - timedelta(seconds=4), lease=60) == []
+        first = storage.deliveries.claim(now=base, lease=60, limit=2)
+        assert all(isinstance(d, Delivery) for d in first)
+        # Oldest first, attempts counted up; the rest as queued.
+        assert [(d.id, d.attempts, d.status) for d in first] == [(d.id, 1, PENDING) for d in due[:2]]
+        assert [(d.webhook_id, d.event_uuid, d.event, d.payload, utc(d.created_at)) for d in first] == [
+            (d.webhook_id, d.event_uuid, d.event, d.payload, utc(d.created_at)) for d in due[:2]]
+        assert [(d.id, d.attempts) for d in storage.deliveries.claim(now=base, lease=60, limit=2)] == [(due[2].id, 1)]
+        assert storage.deliveries.claim(now=base, lease=60) == []  # the rest are held or not due
+        assert storage.deliveries.claim(now=base + timedelta(seconds=59), lease=60) == []
+        assert storage.deliveries.pending() == 4  # held deliveries still wait
+        # The leases ended and the last one is due: all four, oldest first.
+        again = storage.deliveries.claim(now=base + timedelta(seconds=61), lease=60)
+        assert [(d.id, d.attempts) for d in again] == [(d.id, 2) for d in due] + [(future.id, 1)]
+        assert [d.attempts for d in storage.deliveries.list(hook.id).items] == [2, 2, 2, 1]
+
+    def test_delivery_lease_lets_a_delivery_go_when_it_ends(self, storage):
+        delivery = self.delivery(storage, self.webhook(storage))
+        now = utcnow()
+        assert [(d.id, d.attempts) for d in storage.deliveries.claim(now=now, lease=30)] == [(delivery.id, 1)]
+        assert storage.deliveries.claim(now=now + timedelta(seconds=29), lease=30) == []
+        later = now + timedelta(seconds=31)  # the sender died: its lease ended
+        assert [(d.id, d.attempts) for d in storage.deliveries.claim(now=later, lease=30)] == [(delivery.id, 2)]
+        assert storage.deliveries.claim(now=later, lease=30) == []
+        assert [d.attempts for d in storage.deliveries.claim(now=later + timedelta(seconds=31), lease=30)] == [3]
+        assert self.state(storage.deliveries.get(delivery.id))[:2] == (PENDING, 3)
+        assert storage.deliveries.pending() == 1
+
+    def test_delivery_succeeded(self, storage):
+        hook = self.webhook(storage)
+        base = utcnow()
+        delivery = self.delivery(storage, hook, at=base)
+        assert [d.attempts for d in storage.deliveries.claim(now=base + timedelta(seconds=1), lease=30)] == [1]
+        storage.deliveries.succeeded(delivery.id, status_code=204, at=base + timedelta(seconds=2))
+        stored = storage.deliveries.get(delivery.id)
+        assert self.state(stored) == (SUCCEEDED, 1, 204, "", None, utc(base + timedelta(seconds=2)))
+        assert self.delivery_fields(stored)[:5] == self.delivery_fields(delivery)[:5]
+        assert utc(stored.created_at) == utc(base)
+        assert [self.delivery_fields(d) for d in storage.deliveries.list(hook.id).items] == [
+            self.delivery_fields(stored)]
+        assert storage.deliveries.pending() == 0
+        assert storage.deliveries.claim(now=base + timedelta(days=1), lease=30) == []
+        # Success after a retry.
+        second = self.delivery(storage, hook, at=base)
+        storage.deliveries.claim(now=base, lease=30)
+        storage.deliveries.retry(second.id, status_code=500, error="Internal Server Error", at=base,
+                                 due_at=base + timedelta(seconds=10))
+        assert [d.attempts for d in storage.deliveries.claim(now=base + timedelta(seconds=10), lease=30)] == [2]
+        storage.deliveries.succeeded(second.id, status_code=200, at=base + timedelta(seconds=11))
+        status, attempts, code, _, next_at, last_at = self.state(storage.deliveries.get(second.id))
+        assert (status, attempts, code, next_at, last_at) == (
+            SUCCEEDED, 2, 200, None, utc(base + timedelta(seconds=11)))
+        assert storage.deliveries.pending() == 0
+
+    def test_delivery_retry_makes_it_due_at_the_given_time(self, storage):
+        hook = self.webhook(storage)
+        base = utcnow()
+        delivery = self.delivery(storage, hook, at=base)
+        second = timedelta(seconds=1)
+        assert [d.attempts for d in storage.deliveries.claim(now=base, lease=30)] == [1]
+        storage.deliveries.retry(delivery.id, status_code=503, error="Service Unavailable", at=base + second,
+                                 due_at=base + 120 * second)
+        assert self.state(storage.deliveries.get(delivery.id)) == (
+            PENDING, 1, 503, "Service Unavailable", utc(base + 120 * second), utc(base + second))
+        assert [self.state(d) for d in storage.deliveries.list(hook.id).items] == [
+            self.state(storage.deliveries.get(delivery.id))]
+        assert storage.deliveries.pending() == 1
+        # The lease has ended, but the delivery is not due yet.
+        assert storage.deliveries.claim(now=base + 60 * second, lease=30) == []
+        assert storage.deliveries.claim(now=base + 120 * second - timedelta(microseconds=1), lease=30) == []
+        assert [(d.id, d.attempts) for d in storage.deliveries.claim(now=base + 120 * second, lease=300)] == [
+            (delivery.id, 2)]
+        # retry releases the delivery: due again at once though the lease would run on.
+        # No status code: the receiver never answered.
+        storage.deliveries.retry(delivery.id, status_code=None, error="ConnectTimeout: timed out",
+                                 at=base + 121 * second, due_at=base + 122 * second)
+        assert self.state(storage.deliveries.get(delivery.id)) == (
+            PENDING, 2, None, "ConnectTimeout: timed out", utc(base + 122 * second), utc(base + 121 * second))
+        assert [d.attempts for d in storage.deliveries.claim(now=base + 123 * second, lease=300)] == [3]
+        assert storage.deliveries.pending() == 1
+
+    def test_delivery_failed(self, storage):
+        hook = self.webhook(storage)
+        base = utcnow()
+        delivery = self.delivery(storage, hook, at=base)
+        storage.deliveries.claim(now=base, lease=30)
+        storage.deliveries.retry(delivery.id, status_code=None, error="connection refused", at=base,
+                                 due_at=base + timedelta(seconds=5))
+        assert [d.attempts for d in storage.deliveries.claim(now=base + timedelta(seconds=5), lease=30)] == [2]
+        storage.deliveries.failed(delivery.id, status_code=500, error="Internal Server Error",
+                                  at=base + timedelta(seconds=6))
+        stored = storage.deliveries.get(delivery.id)
+        assert self.state(stored) == (FAILED, 2, 500, "Internal Server Error", None, utc(base + timedelta(seconds=6)))
+        assert self.delivery_fields(stored)[:5] == self.delivery_fields(delivery)[:5]
+        assert [self.delivery_fields(d) for d in storage.deliveries.list(hook.id).items] == [
+            self.delivery_fields(stored)]
+        assert storage.deliveries.pending() == 0
+        assert storage.deliveries.claim(now=base + timedelta(days=1), lease=30) == []
+        # Failing without an answer keeps no status code.
+        other = self.delivery(storage, hook, at=base)
+        storage.deliveries.claim(now=base, lease=30)
+        storage.deliveries.failed(other.id, status_code=None, error="TLS handshake failed", at=base)
+        assert self.state(storage.deliveries.get(other.id)) == (FAILED, 1, None, "TLS handshake failed", None, utc(base))
+
+    def test_delivery_pending_counts_only_pending_ones(self, storage):
+        hook = self.webhook(storage)
+        now = utcnow()
+        assert storage.deliveries.pending() == 0
+        ok, bad, again, held = (self.delivery(storage, hook, at=now) for _ in range(4))
+        assert storage.deliveries.pending() == 4
+        assert len(storage.deliveries.claim(now=now, lease=60)) == 4
+        storage.deliveries.succeeded(ok.id, status_code=200, at=now)
+        storage.deliveries.failed(bad.id, status_code=400, error="Bad Request", at=now)
+        storage.deliveries.retry(again.id, status_code=429, error="Too Many Requests", at=now,
+                                 due_at=now + timedelta(minutes=1))
+        self.delivery(storage, hook, at=now + timedelta(hours=1))  # not due yet: waits all the same
+        assert storage.deliveries.pending() == 3
+        assert [d.status for d in storage.deliveries.list(hook.id).items] == [
+            SUCCEEDED, FAILED, PENDING, PENDING, PENDING]
+        assert held.id in [d.id for d in storage.deliveries.claim(now=now + timedelta(hours=2), lease=60)]
+
+    def test_concurrent_claims_never_share_a_delivery(self, storage):
+        hooks = [self.webhook(storage), self.webhook(storage, "user.*")]
+        now = utcnow()
+        deliveries = [self.delivery(storage, hooks[i % 2], at=now - timedelta(seconds=1)) for i in range(20)]
+        results = run_together(8, lambda i: storage.deliveries.claim(now=now, lease=60, limit=5))
+        assert not [r for r in results if isinstance(r, Exception)], results
+        ids = [d.id for result in results for d in result]
+        assert len(ids) == len(set(ids)), results
+        ids += [d.id for d in storage.deliveries.claim(now=now, lease=60, limit=20)]
+        assert sorted(ids) == sorted(d.id for d in deliveries)
+        # Each delivery was claimed once: its lease is the first, its attempts one.
+        again = storage.deliveries.claim(now=now + timedelta(seconds=61), lease=60, limit=20)
+        assert sorted((d.id, d.attempts) for d in again) == sorted((d.id, 2) for d in deliveries)
+
+    def test_delivery_list_pages_per_webhook(self, storage):
+        a, b = self.webhook(storage), self.webhook(storage)
+        now = utcnow()
+        queued = {a.id: [], b.id: []}
+        for n, hook in enumerate((a, b, a, a, b, a, a)):
+            queued[hook.id].append(self.delivery(storage, hook, at=now - timedelta(seconds=10 - n)))
+        mine = queued[a.id]
+        page = storage.deliveries.list(a.id, limit=2)
+        assert isinstance(page, Page) and all(isinstance(d, Delivery) for d in page.items)
+        assert [self.delivery_fields(d) for d in page.items] == [self.delivery_fields(d) for d in mine[:2]]
+        assert page.next_after_id == mine[1].id
+        page = storage.deliveries.list(a.id, limit=2, after_id=page.next_after_id)
+        assert self.ids(page) == [d.id for d in mine[2:4]] and page.next_after_id == mine[3].id
+        page = storage.deliveries.list(a.id, limit=2, after_id=page.next_after_id)
+        assert self.ids(page) == [mine[4].id] and page.next_after_id is None
+        whole = storage.deliveries.list(a.id, limit=5)
+        assert self.ids(whole) == [d.id for d in mine] and whole.next_after_id is None
+        assert self.ids(storage.deliveries.list(a.id)) == [d.id for d in mine]
+        assert self.ids(storage.deliveries.list(b.id)) == [d.id for d in queued[b.id]]
+        assert storage.deliveries.list(b.id).next_after_id is None
+        assert storage.deliveries.list(a.id, after_id=mine[-1].id) == Page(items=[], next_after_id=None)
+        assert storage.deliveries.list(999_999) == Page(items=[], next_after_id=None)
+        # What happened to each shows in the list.
+        storage.deliveries.claim(now=now, lease=30, limit=2)  # a's first, then b's first
+        storage.deliveries.succeeded(mine[0].id, status_code=202, at=now)
+        listed = storage.deliveries.list(a.id, limit=1)
+        assert [self.delivery_fields(d) for d in listed.items] == [
+            self.delivery_fields(storage.deliveries.get(mine[0].id))]
+        assert listed.items[0].status == SUCCEEDED and listed.next_after_id == mine[0].id
+        assert [d.attempts for d in storage.deliveries.list(b.id).items] == [1, 0]
+
     # -- atomic blocks ------------------------------------------------------------
 
     def test_atomic_keeps_the_writes_of_every_store(self, storage):
@@ -1382,3 +1935,70 @@ class StorageContract:
         # The inner block's writes went with the outer one's.
         assert storage.users.get_by_email("bob@example.com") is None
         assert storage.outbox.pending() == 1
+
+    def test_atomic_undoes_audit_events_with_their_change(self, storage):
+        ada = self.user(storage)
+        registered = self.audit_event(storage, "user.registered", actor_uuid=ada.uuid, target_type="user",
+                                      target_uuid=ada.uuid)
+        old = self.audit_event(storage, "user.login", at=utcnow() - timedelta(days=400))
+        failure = RuntimeError("the block fails")
+        with pytest.raises(RuntimeError) as caught:
+            with storage.atomic():
+                group = self.group(storage, ada)
+                created = self.audit_event(storage, "group.created", actor_uuid=ada.uuid, target_type="group",
+                                           target_uuid=group.uuid, details={"name": group.name})
+                assert storage.audit.prune(utcnow() - timedelta(days=365)) == 1
+                # The block reads its own writes.
+                assert self.ids(storage.audit.list()) == [registered.id, created.id]
+                assert self.ids(storage.audit.list(event="group.created")) == [created.id]
+                raise failure
+        assert caught.value is failure
+        # Neither the change nor its event was kept, and the pruned event is back.
+        assert storage.groups.get(group.id) is None and storage.groups.count() == 0
+        assert [self.audit_fields(e) for e in storage.audit.list().items] == [
+            self.audit_fields(registered), self.audit_fields(old)]
+        assert storage.audit.list(event="group.created").items == []
+        # A block that ends well keeps both.
+        with storage.atomic():
+            group = self.group(storage, ada)
+            created = self.audit_event(storage, "group.created", actor_uuid=ada.uuid, target_type="group",
+                                       target_uuid=group.uuid)
+        assert storage.groups.get(group.id) == group
+        assert self.ids(storage.audit.list()) == [registered.id, old.id, created.id]
+        assert created.id > old.id
+
+    def test_atomic_undoes_webhooks_and_deliveries(self, storage):
+        existing = self.webhook(storage, "user.*")
+        waiting = self.delivery(storage, existing)
+        with pytest.raises(RuntimeError):
+            with storage.atomic():
+                added = self.webhook(storage, "*")
+                event = self.audit_event(storage, "user.login")
+                queued = [self.delivery(storage, hook, event="user.login") for hook in (existing, added)]
+                assert sorted(h.id for h in storage.webhooks.matching("user.login")) == [existing.id, added.id]
+                assert storage.deliveries.pending() == 3
+                assert storage.webhooks.delete(existing.id) is not None
+                assert storage.deliveries.get(waiting.id) is None  # the block reads its own writes
+                assert [h.id for h in storage.webhooks.matching("user.login")] == [added.id]
+                raise RuntimeError("the block fails")
+        # The subscription deleted in the block is back with its pending delivery; what the
+        # block made is gone.
+        assert self.webhook_fields(storage.webhooks.get(existing.id)) == self.webhook_fields(existing)
+        assert storage.webhooks.get(added.id) is None
+        assert self.ids(storage.webhooks.list()) == [existing.id]
+        assert [h.id for h in storage.webhooks.matching("user.login")] == [existing.id]
+        assert storage.webhooks.matching("group.created") == []
+        assert storage.audit.list().items == [] and storage.audit.list(event=event.event).items == []
+        assert all(storage.deliveries.get(d.id) is None for d in queued)
+        assert self.delivery_fields(storage.deliveries.get(waiting.id)) == self.delivery_fields(waiting)
+        assert storage.deliveries.pending() == 1
+        assert [d.id for d in storage.deliveries.claim(now=utcnow(), lease=30)] == [waiting.id]
+        assert self.ids(storage.deliveries.list(existing.id)) == [waiting.id]
+        # A block that ends well keeps them all.
+        with storage.atomic():
+            added = self.webhook(storage, "group.*")
+            kept = self.delivery(storage, added, event="group.created")
+        assert self.webhook_fields(storage.webhooks.get(added.id)) == self.webhook_fields(added)
+        assert [h.id for h in storage.webhooks.matching("group.created")] == [added.id]
+        assert self.delivery_fields(storage.deliveries.get(kept.id)) == self.delivery_fields(kept)
+        assert storage.deliveries.pending() == 2

@@ -23,6 +23,7 @@ from locky.errors import Conflict, LockyError
 from locky.plugins import hookimpl
 
 from . import schema
+from .audit import AuditStore, DeliveryStore, WebhookStore
 from .database import bind_arguments, open_database
 from .deadline import WATCHDOG
 from .guard import CONFLICT, classify, from_database, transaction, unavailable
@@ -50,6 +51,9 @@ class PonyStorage:
         self.outbox = Outbox(e)
         self.totp = TotpStore(e)
         self.keys = KeyStore(e)
+        self.audit = AuditStore(e)
+        self.webhooks = WebhookStore(e)
+        self.deliveries = DeliveryStore(e)
 
     @contextmanager
     def atomic(self):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from datetime import datetime
 from types import SimpleNamespace
 
-from pony.orm import Json, Optional, PrimaryKey, Required, Set, composite_index, composite_key
+from pony.orm import Json, LongStr, Optional, PrimaryKey, Required, Set, composite_index, composite_key
 
 #: Binary MySQL/MariaDB collations, best first. The NO PAD ones compare trailing spaces
 #: as PostgreSQL and SQLite do ("a" and "a " differ); plain ``utf8mb4_bin`` pads.
@@ -197,6 +197,55 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         retired_at = Optional(datetime, precision=6)
         active_slot = Optional(int, unique=True)
 
+    class AuditRow(db.Entity):
+        # One security event (CONTRACT §12): appended with its change, never updated.
+        _table_options_ = options
+        _table_ = "locky_audit"
+        id = PrimaryKey(int, auto=True, size=64)
+        uuid = Required(str, 36, unique=True, autostrip=False)
+        created_at = Required(datetime, precision=6, index="idx_locky_audit__created_at")
+        event = Required(str, 64, autostrip=False)
+        actor_uuid = Optional(str, 36, nullable=True, autostrip=False)
+        target_type = Optional(str, 32, nullable=True, autostrip=False)
+        target_uuid = Optional(str, 64, nullable=True, autostrip=False)
+        ip = Optional(str, 64, default="", autostrip=False)
+        request_id = Optional(str, 128, default="", autostrip=False)
+        details = Required(Json, optimistic=False)
+        composite_index(event, id)
+        composite_index(actor_uuid, id)
+        composite_index(target_uuid, id)
+
+    class WebhookRow(db.Entity):
+        # A webhook subscription; the secret sealed by the core.
+        _table_options_ = options
+        _table_ = "locky_webhooks"
+        id = PrimaryKey(int, auto=True, size=64)
+        uuid = Required(str, 36, unique=True, autostrip=False)
+        url = Required(str, 2048, autostrip=False)
+        events = Required(Json, optimistic=False)
+        description = Optional(str, 1024, default="", autostrip=False)
+        secret = Required(str, 255, autostrip=False)
+        created_at = Required(datetime, precision=6)
+
+    class DeliveryRow(db.Entity):
+        # One event on its way to one webhook, kept as its history once done.
+        _table_options_ = options
+        _table_ = "locky_webhook_deliveries"
+        id = PrimaryKey(int, auto=True, size=64)
+        webhook_id = Required(int, size=64)
+        event_uuid = Required(str, 36, autostrip=False)
+        event = Required(str, 64, autostrip=False)
+        payload = Required(LongStr, autostrip=False, lazy=False)
+        status = Required(str, 16, autostrip=False)
+        attempts = Required(int, default=0)
+        last_status_code = Optional(int, nullable=True)
+        last_error = Optional(str, 255, default="", autostrip=False)
+        created_at = Required(datetime, precision=6)
+        next_attempt_at = Optional(datetime, precision=6, index="idx_locky_webhook_deliveries__next_attempt_at")
+        held_until = Optional(datetime, precision=6)
+        last_attempt_at = Optional(datetime, precision=6)
+        composite_index(webhook_id, id)
+
     class MetaRow(db.Entity):
         _table_options_ = options
         _table_ = "locky_meta"
@@ -215,5 +264,8 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         Letter=LetterRow,
         Totp=TotpRow,
         Key=KeyRow,
+        Audit=AuditRow,
+        Webhook=WebhookRow,
+        Delivery=DeliveryRow,
         Meta=MetaRow,
     )

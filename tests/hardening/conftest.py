@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
 
 from harden import EVIDENCE, RecordingClient
+from locky.audit import event_body
+from locky.paging import every
 
 
 @pytest.fixture(autouse=True)
@@ -29,5 +32,8 @@ def no_secret_leaks(caplog):
 
 @pytest.fixture
 def locky_client(locky_app) -> RecordingClient:
-    return RecordingClient(locky_app)
+    yield RecordingClient(locky_app)
+    # The audit trail is scanned too (CONTRACT §12: no secret in any event's details).
+    trail = [event_body(event) for event in every(locky_app.context.storage.audit)]
+    EVIDENCE.log("the audit trail", json.dumps(trail))
 

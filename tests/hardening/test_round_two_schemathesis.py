@@ -41,15 +41,18 @@ from dataclasses import dataclass, field
 import pytest
 import schemathesis
 from hypothesis import strategies as st
+from marshmallow import ValidationError
 from schemathesis.engine import events, from_schema
 from schemathesis.specs.openapi import unregister_string_format
 from schemathesis.transport.wsgi import WSGITransport
 
 from locky.app import create_app
 from locky import password_rules
+from locky.audit_schemas import event_pattern
 from locky.errors import MISSING_REFERENCE
 from locky.lifecycle import BAD_TOKEN
 from locky.testing import ADMIN_EMAIL, make_settings
+from locky import webhook_targets
 
 from harden import EVIDENCE, STRONG, RecordingClient, fresh_database, query
 
@@ -200,6 +203,33 @@ def password_refused_rightly(app, case, message: str) -> bool:
     return password_rules.problem(password, email=email, name=name) == message
 
 
+def webhook_rule_refused_rightly(app, case, body: dict) -> bool:
+    """Whether a 400 of the webhook rules the document states in words (CONTRACT section
+    12: no private, loopback or link-local target; only the event names Locky records)
+    is what those rules say of the case's values."""
+    values = case.body if isinstance(case.body, dict) else {}
+    if case.operation.path == "/internal/audit":
+        values = case.query or {}
+    if body.keys() == {"url"} and isinstance(values.get("url"), str):
+        try:
+            webhook_targets.check(values["url"], allow_private=app.context.settings.webhook_allow_private)
+        except webhook_targets.TargetRefused as refused:
+            return str(refused) == body["url"]
+        return False
+    field = next(iter(body), None)
+    given = values.get(field)
+    patterns = given if field == "events" and isinstance(given, list) else [given]
+    for pattern in patterns:
+        try:
+            event_pattern(pattern)
+        except ValidationError as refused:
+            if refused.messages[0] == body[field]:
+                return True
+        except TypeError:
+            return False
+    return False
+
+
 def fuzz(app, client: RecordingClient) -> Run:
     callers = Callers(client)
     seed(client, callers)
@@ -242,6 +272,9 @@ def fuzz(app, client: RecordingClient) -> Run:
             if body.keys() == {"password"} and body["password"] in PASSWORD_RULES \
                     and password_refused_rightly(app, case, body["password"]):
                 run.ignored["password rule 400"] += 1
+                return False
+            if webhook_rule_refused_rightly(app, case, body):
+                run.ignored["webhook rule 400"] += 1
                 return False
         if name == "MissingContentType" and response.status_code == 204 and not response.content:
             run.ignored["bodiless 204"] += 1

@@ -220,3 +220,19 @@ def check_writes(http: Http, fixture: dict, tokens: dict[str, str]) -> None:
         "user_uuid": user["uuid"], "resource": "reports", "action": "read", "group_uuid": group["uuid"]})
     assert (status, body) == (200, {"allowed": True})
 
+    check_audit_trail(http, admin, user, group, member)
+
+
+def check_audit_trail(http: Http, admin: str, user: dict, group: dict, member: dict) -> None:
+    """Step 6 on upgraded data: the writes above are in the audit trail (the 1.0.0 data
+    has no events: the trail starts at the upgrade), and a webhook can be subscribed."""
+    status, body = http("GET", "/v1/internal/audit", token=admin, params={"limit": "500"})
+    assert status == 200, body
+    seen = {(event["event"], event["target_uuid"]) for event in body["events"]}
+    assert {("user.registered", user["uuid"]), ("group.created", group["uuid"]),
+            ("member.added", member["uuid"])} <= seen, seen
+    status, hook = http("POST", "/v1/private/webhooks", {"url": "https://example.com/locky", "events": ["user.*"]},
+                        token=admin)
+    assert status == 201, hook
+    status, listed = http("GET", "/v1/internal/webhooks", token=admin)
+    assert (status, [item["uuid"] for item in listed["webhooks"]]) == (200, [hook["uuid"]])

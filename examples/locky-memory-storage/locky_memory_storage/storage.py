@@ -11,11 +11,16 @@ Everything lives as long as the app: nothing is saved, and each worker process o
 Transactions: every store method runs under the storage's one re-entrant lock, so each
 is atomic. :meth:`MemoryStorage.atomic` holds that lock for a whole block and, on
 entering the outermost block, takes a snapshot of every store's state (shallow copies:
-the records are frozen); an exception leaving the block puts the snapshot back.
+the records are frozen); an exception leaving the block puts the snapshot back. The
+stores that grow with every request, the audit trail and the webhook deliveries'
+history, are append-only: their snapshot is a length, not a copy (see
+:class:`AuditStore` and :class:`DeliveryStore`), so what a block costs does not grow
+with the requests served.
 
 Times: the records' own timestamps are aware UTC datetimes. Times handed in by the
-caller (``expires_at``, ``now``, ``since``, ``due_at``) may be naive (taken as UTC, what
-Locky passes) or aware; they are compared as aware UTC and stored that way.
+caller (``expires_at``, ``now``, ``since``, ``due_at``, the ``created_at`` of audit events,
+webhooks and deliveries, ...) may be naive (taken as UTC, what Locky passes) or aware;
+they are compared as aware UTC and stored that way.
 
 Signing keys are the exception: the core makes the whole :class:`~locky.records.SigningKey`
 (its ``created_at`` included), so it is kept exactly as handed in, and the one time the
@@ -28,6 +33,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import json
 import math
 import threading
 import time
@@ -36,7 +42,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
 from locky import Conflict, Group, Invalid, Member, Migration, NotFound, Page, Permission, Role, SchemaState, Session, User
-from locky.records import Authenticated, Code, Letter, SigningKey, TotpState
+from locky.records import (
+    FAILED, PENDING, SUCCEEDED, AuditEvent, Authenticated, Code, Delivery, Letter, SigningKey, TotpState, Webhook,
+)
+from locky.webhook_patterns import selects
 
 
 def now() -> datetime:
@@ -785,6 +794,259 @@ class KeyStore:
             return pruned
 
 
+class AuditStore:
+    """The audit trail: events in the order they were added, so by ascending id.
+
+    Append-only (only :meth:`prune` removes events, and it builds a new list), so the
+    state at the start of an ``atomic()`` block is the list of then cut back to its
+    length of then: the snapshot is that list and its length, O(1) however long the
+    trail, and restoring cuts off what the block appended (or, when the block pruned,
+    takes back the list it replaced, which nothing touched since).
+
+    Each event keeps its ``details`` as JSON text, as a database column would: what the
+    caller's dict becomes after :meth:`add`, or what a reader does to the dict it is
+    handed, never changes a stored event (and details that JSON cannot hold fail at once).
+    """
+
+    def __init__(self, db: "MemoryStorage"):
+        self.lock = db.lock
+        self.rows: list[AuditEvent] = []  # ``details`` as JSON text; see _out
+        self._last_id = 0
+
+    def _snapshot(self):
+        return self.rows, len(self.rows), self._last_id
+
+    def _restore(self, state) -> None:
+        rows, length, self._last_id = state
+        del rows[length:]
+        self.rows = rows
+
+    @staticmethod
+    def _out(stored: AuditEvent) -> AuditEvent:
+        return dataclasses.replace(stored, details=json.loads(stored.details))
+
+    def add(self, *, uuid: str, event: str, actor_uuid: str | None, target_type: str | None,
+            target_uuid: str | None, ip: str, request_id: str, details: dict,
+            created_at: datetime) -> AuditEvent:
+        text = json.dumps(details, ensure_ascii=False)
+        with self.lock:
+            self._last_id += 1
+            stored = AuditEvent(id=self._last_id, uuid=uuid, created_at=aware(created_at), event=event,
+                                actor_uuid=actor_uuid, target_type=target_type, target_uuid=target_uuid,
+                                ip=ip, request_id=request_id, details=text)
+            self.rows.append(stored)
+            return self._out(stored)
+
+    def list(self, *, after_id: int = 0, limit: int = 50, event: str | None = None,
+             event_prefix: str | None = None, actor_uuid: str | None = None,
+             target_uuid: str | None = None, since: datetime | None = None,
+             until: datetime | None = None) -> Page:
+        since = None if since is None else aware(since)
+        until = None if until is None else aware(until)
+
+        def wanted(e: AuditEvent) -> bool:
+            return ((event is None or e.event == event)
+                    and (event_prefix is None or e.event.startswith(event_prefix))
+                    and (actor_uuid is None or e.actor_uuid == actor_uuid)
+                    and (target_uuid is None or e.target_uuid == target_uuid)
+                    and (since is None or since <= e.created_at)
+                    and (until is None or e.created_at < until))
+
+        with self.lock:
+            rows = self.rows
+            items: list[AuditEvent] = []
+            # Start right after ``after_id``: the same cost for every page.
+            for i in range(bisect.bisect_right(rows, after_id, key=lambda e: e.id), len(rows)):
+                if wanted(rows[i]):
+                    items.append(rows[i])
+                    if len(items) > limit:
+                        break
+            more = len(items) > limit
+            items = [self._out(e) for e in items[:limit]]
+            return Page(items=items, next_after_id=items[-1].id if more and items else None)
+
+    def prune(self, older_than: datetime, *, batch: int = 1000) -> int:
+        cutoff = aware(older_than)
+        with self.lock:
+            kept, gone = [], 0
+            for stored in self.rows:
+                if gone < batch and stored.created_at < cutoff:
+                    gone += 1
+                else:
+                    kept.append(stored)
+            if gone:
+                self.rows = kept  # a new list: the one a snapshot holds stays as it was
+            return gone
+
+
+class WebhookStore:
+    """Webhook subscriptions by id (ascending: ids only grow). Few, so each read walks
+    them all; deleting one forgets its pending deliveries."""
+
+    def __init__(self, db: "MemoryStorage"):
+        self.db = db
+        self.lock = db.lock
+        self.rows: dict[int, Webhook] = {}
+        self._last_id = 0
+
+    def _snapshot(self):
+        return dict(self.rows), self._last_id
+
+    def _restore(self, state) -> None:
+        self.rows, self._last_id = state
+
+    def create(self, *, uuid: str, url: str, events: Iterable[str], description: str, secret: str,
+               created_at: datetime) -> Webhook:
+        with self.lock:
+            self._last_id += 1
+            hook = Webhook(id=self._last_id, uuid=uuid, url=url, events=tuple(events), description=description,
+                           secret=secret, created_at=aware(created_at))
+            self.rows[hook.id] = hook
+            return hook
+
+    def get(self, id: int) -> Webhook | None:
+        with self.lock:
+            return self.rows.get(id) if isinstance(id, int) else None
+
+    def list(self, *, after_id: int = 0, limit: int = 50) -> Page:
+        with self.lock:
+            later = [hook for id, hook in self.rows.items() if id > after_id]
+            items = later[:limit]
+            return Page(items=items, next_after_id=items[-1].id if len(later) > limit and items else None)
+
+    def matching(self, event: str) -> list[Webhook]:
+        with self.lock:
+            return [hook for hook in self.rows.values() if selects(hook.events, event)]
+
+    def delete(self, id: int) -> Webhook | None:
+        with self.lock:
+            hook = self.rows.pop(id, None) if isinstance(id, int) else None
+            if hook is not None:
+                self.db.deliveries._forget_pending(hook.id)
+            return hook
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sending:
+    """A pending delivery with until when a sender holds it."""
+
+    delivery: Delivery
+    held_until: datetime | None = None
+
+
+class DeliveryStore:
+    """Webhook deliveries: the pending ones (the outbox, by id, so oldest first) and the
+    finished ones (the history, which grows with every event and never changes).
+
+    A snapshot copies only the pending ones (few: the senders keep up); the history is
+    append-only, so its snapshot is its length, and restoring forgets what the block
+    finished (its pending state comes back with the pending ones). Ids are never handed
+    out twice, not even after a block was undone (as a database sequence): the list of
+    each webhook's delivery ids, kept for paging, can then only grow, and an id in it
+    whose delivery is gone (undone, or pending when its webhook was deleted) is skipped.
+    """
+
+    def __init__(self, db: "MemoryStorage"):
+        self.lock = db.lock
+        self.pending_rows: dict[int, _Sending] = {}
+        self.finished: dict[int, Delivery] = {}
+        self._finished_ids: list[int] = []  # in the order they finished
+        self.by_webhook: dict[int, list[int]] = {}  # ascending ids, some maybe gone
+        self._last_id = 0
+
+    def _snapshot(self):
+        return dict(self.pending_rows), len(self._finished_ids)
+
+    def _restore(self, state) -> None:
+        self.pending_rows, length = state
+        for id in self._finished_ids[length:]:
+            del self.finished[id]
+        del self._finished_ids[length:]
+
+    def _find(self, id: int) -> Delivery | None:
+        sending = self.pending_rows.get(id)
+        return sending.delivery if sending is not None else self.finished.get(id)
+
+    def _finish(self, id: int, **changes: Any) -> None:
+        sending = self.pending_rows.pop(id, None) if isinstance(id, int) else None
+        if sending is None:
+            return  # finished already, or gone with its webhook while it was being sent
+        self.finished[id] = dataclasses.replace(sending.delivery, next_attempt_at=None, **changes)
+        self._finished_ids.append(id)
+
+    def _forget_pending(self, webhook_id: int) -> None:
+        for id in [id for id, s in self.pending_rows.items() if s.delivery.webhook_id == webhook_id]:
+            del self.pending_rows[id]
+
+    def queue(self, *, webhook_id: int, event_uuid: str, event: str, payload: str,
+              created_at: datetime) -> Delivery:
+        with self.lock:
+            self._last_id += 1
+            stamp = aware(created_at)
+            delivery = Delivery(id=self._last_id, webhook_id=webhook_id, event_uuid=event_uuid, event=event,
+                                payload=payload, status=PENDING, attempts=0, last_status_code=None, last_error="",
+                                created_at=stamp, next_attempt_at=stamp)
+            self.pending_rows[delivery.id] = _Sending(delivery)
+            self.by_webhook.setdefault(webhook_id, []).append(delivery.id)
+            return delivery
+
+    def claim(self, *, now: datetime, lease: int, limit: int = 10) -> list[Delivery]:
+        moment = aware(now)
+        with self.lock:  # one lock: concurrent claims never take the same delivery
+            claimed = []
+            for id, sending in self.pending_rows.items():
+                if len(claimed) >= limit:
+                    break
+                if sending.delivery.next_attempt_at > moment or (
+                        sending.held_until is not None and sending.held_until > moment):
+                    continue
+                delivery = dataclasses.replace(sending.delivery, attempts=sending.delivery.attempts + 1)
+                self.pending_rows[id] = _Sending(delivery, held_until=moment + timedelta(seconds=lease))
+                claimed.append(delivery)
+            return claimed
+
+    def succeeded(self, id: int, *, status_code: int, at: datetime) -> None:
+        with self.lock:
+            self._finish(id, status=SUCCEEDED, last_status_code=status_code, last_error="",
+                         last_attempt_at=aware(at))
+
+    def retry(self, id: int, *, status_code: int | None, error: str, at: datetime,
+              due_at: datetime) -> None:
+        with self.lock:
+            sending = self.pending_rows.get(id) if isinstance(id, int) else None
+            if sending is not None:
+                self.pending_rows[id] = _Sending(dataclasses.replace(
+                    sending.delivery, last_status_code=status_code, last_error=error, last_attempt_at=aware(at),
+                    next_attempt_at=aware(due_at)))
+
+    def failed(self, id: int, *, status_code: int | None, error: str, at: datetime) -> None:
+        with self.lock:
+            self._finish(id, status=FAILED, last_status_code=status_code, last_error=error,
+                         last_attempt_at=aware(at))
+
+    def get(self, id: int) -> Delivery | None:
+        with self.lock:
+            return self._find(id) if isinstance(id, int) else None
+
+    def list(self, webhook_id: int, *, after_id: int = 0, limit: int = 50) -> Page:
+        with self.lock:
+            ids = self.by_webhook.get(webhook_id, [])
+            items: list[Delivery] = []
+            for i in range(bisect.bisect_right(ids, after_id), len(ids)):
+                delivery = self._find(ids[i])
+                if delivery is not None:
+                    items.append(delivery)
+                    if len(items) > limit:
+                        break
+            more = len(items) > limit
+            items = items[:limit]
+            return Page(items=items, next_after_id=items[-1].id if more and items else None)
+
+    def pending(self) -> int:
+        with self.lock:
+            return len(self.pending_rows)
+
+
 class MemoryStorage:
     """The ``memory`` storage provider: a :class:`locky.Storage` in one process's memory."""
 
@@ -803,10 +1065,13 @@ class MemoryStorage:
         self.outbox = Outbox(self)
         self.totp = TotpStore(self)
         self.keys = KeyStore(self)
+        self.audit = AuditStore(self)
+        self.webhooks = WebhookStore(self)
+        self.deliveries = DeliveryStore(self)
         self._depth = 0  # how many atomic() blocks are open (in the thread holding the lock)
 
     _STORES = ("users", "groups", "members", "roles", "sessions", "throttle", "grants", "codes", "outbox", "totp",
-               "keys")
+               "keys", "audit", "webhooks", "deliveries")
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:

@@ -17,11 +17,12 @@ from . import (
     v0003_throttle_window_index,
     v0004_account_lifecycle,
     v0005_signing_keys,
+    v0006_audit_and_webhooks,
 )
 
 #: Steps in order; a step's version is its position (1-based).
 STEPS = (v0001_baseline, v0002_schema_history, v0003_throttle_window_index, v0004_account_lifecycle,
-         v0005_signing_keys)
+         v0005_signing_keys, v0006_audit_and_webhooks)
 #: The schema version this code writes.
 LATEST = len(STEPS)
 

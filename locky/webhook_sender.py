@@ -1,0 +1,154 @@
+"""The webhook sender: POSTs queued deliveries to their subscriptions (CONTRACT §12).
+
+Deliveries are queued in storage in the transaction of the event they carry
+(:mod:`locky.audit`); every server process runs one sender thread that claims due ones
+(a lease: never two senders at once, and one that died lets go when it ends) and POSTs
+each body, signed (``Locky-Signature``), to the subscription's URL:
+
+- a 2xx answer within ``LOCKY_WEBHOOK_TIMEOUT`` seconds (10) is success;
+- anything else is retried after 2, 4, 8 ... seconds (at most an hour), each delay
+  with up to a quarter of random jitter so that a receiver coming back is not hit by
+  every sender at once, for ``LOCKY_WEBHOOK_RETRY_SECONDS`` (24 hours) from the event;
+  then the delivery is ``failed``. Replaying one queues it afresh.
+
+At-least-once: a crash between a receiver's answer and storage recording it sends that
+delivery again, so receivers skip a ``Locky-Event-Id`` they have seen. Redirects are not
+followed (a 3xx is a failure), and the target's address is checked again before every
+attempt (a name may resolve to a private address later).
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import random
+import socket
+import time
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from locky import webhook_signing
+from locky.audit import utcnow
+from locky.audit_retention import DailyPrune
+from locky.background import BackgroundWorker
+from locky.records import Delivery, Webhook
+from locky.sealing import Sealer, SealError
+from locky.webhook_targets import TargetRefused, check
+
+log = logging.getLogger("locky.webhooks")
+
+#: Seconds a claimed delivery is held by its sender before another may take it: longer
+#: than one attempt can take.
+LEASE = 60
+#: The first retry's delay, and the longest.
+FIRST_DELAY = 2
+MAX_DELAY = 3600
+USER_AGENT = "Locky-Webhooks/1"
+
+
+def retry_delay(attempts: int) -> float:
+    """Seconds before the next attempt after ``attempts`` failed ones: doubling from
+    two seconds, at most an hour, plus up to 25 % jitter."""
+    base = min(MAX_DELAY, FIRST_DELAY * 2 ** min(max(attempts - 1, 0), 16))
+    return base * (1 + random.uniform(0, 0.25))
+
+
+def webhook_sealer(context) -> Sealer:
+    """Seals webhook secrets at rest (bound to the subscription's uuid)."""
+    sealer = context.state.get("webhook_sealer")
+    if sealer is None:
+        sealer = context.state["webhook_sealer"] = Sealer(context.settings.jwt_secret, "webhooks")
+    return sealer
+
+
+class Attempt:
+    """What one POST came to: ``status_code`` (``None`` without an answer) and ``error``."""
+
+    def __init__(self, status_code: int | None = None, error: str = ""):
+        self.status_code = status_code
+        self.error = error
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300 and not self.error
+
+
+def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Attempt:
+    """POST ``body`` to ``url``; the answer's status, or why there was none. The whole
+    exchange, connecting included, must finish within ``timeout`` seconds."""
+    parts = urlsplit(url)
+    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    deadline = time.monotonic() + timeout
+    connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+    try:
+        connection.request("POST", path, body=body, headers=headers)
+        connection.sock.settimeout(max(0.1, deadline - time.monotonic()))
+        response = connection.getresponse()
+        response.read(64 * 1024)  # the answer's body is not kept; read a little to end the exchange
+        if time.monotonic() > deadline:
+            return Attempt(response.status, "timeout")
+        return Attempt(response.status, "" if 200 <= response.status < 300 else f"HTTP {response.status}")
+    except socket.timeout:
+        return Attempt(None, "timeout")
+    except (OSError, http.client.HTTPException) as exc:
+        return Attempt(None, type(exc).__name__)
+    finally:
+        connection.close()
+
+
+class WebhookSender(BackgroundWorker):
+    """One app's webhook sender: a daemon thread per process."""
+
+    name = "locky-webhook-sender"
+    poll = 2.0
+    log = log
+
+    def __init__(self, context):
+        super().__init__(context)
+        self.retention = DailyPrune(context)  # the audit trail's retention rides on this thread
+
+    def claim(self, limit: int) -> list[Delivery]:
+        self.retention.tick()
+        return self.context.storage.deliveries.claim(now=utcnow(), lease=LEASE, limit=limit)
+
+    def handle(self, delivery: Delivery) -> None:
+        storage = self.context.storage
+        webhook = storage.webhooks.get(delivery.webhook_id)
+        if webhook is None:  # deleted while this one was on its way
+            storage.deliveries.failed(delivery.id, status_code=None, error="webhook deleted", at=utcnow())
+            return
+        result = self._send(webhook, delivery)
+        now = utcnow()
+        if result.succeeded:
+            storage.deliveries.succeeded(delivery.id, status_code=result.status_code, at=now)
+            log.info("webhook %s: delivery %s (%s) succeeded", webhook.id, delivery.id, delivery.event)
+            return
+        due = now + timedelta(seconds=retry_delay(delivery.attempts))
+        give_up = delivery.created_at + timedelta(seconds=self.settings.webhook_retry_seconds)
+        if due > give_up:
+            storage.deliveries.failed(delivery.id, status_code=result.status_code, error=result.error, at=now)
+            log.warning("webhook %s: delivery %s (%s) failed after %d attempts (%s)", webhook.id, delivery.id,
+                        delivery.event, delivery.attempts, result.error)
+            return
+        storage.deliveries.retry(delivery.id, status_code=result.status_code, error=result.error, at=now, due_at=due)
+        log.info("webhook %s: delivery %s (%s) attempt %d failed (%s); next at %sZ", webhook.id, delivery.id,
+                 delivery.event, delivery.attempts, result.error, due.isoformat(timespec="seconds"))
+
+    def _send(self, webhook: Webhook, delivery: Delivery) -> Attempt:
+        try:
+            check(webhook.url, allow_private=self.settings.webhook_allow_private)
+        except TargetRefused:
+            return Attempt(None, "target refused: a private address")
+        try:
+            secret = webhook_sealer(self.context).open(webhook.secret, webhook.uuid)
+        except SealError:
+            return Attempt(None, "secret does not open: was LOCKY_JWT_SECRET changed?")
+        body = delivery.payload.encode()
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT,
+            webhook_signing.EVENT_ID_HEADER: delivery.event_uuid,
+            webhook_signing.SIGNATURE_HEADER: webhook_signing.header(secret, body),
+        }
+        return post(webhook.url, body, headers, self.settings.webhook_timeout)
