@@ -54,16 +54,26 @@ class PonyStorage:
         self.audit = AuditStore(e)
         self.webhooks = WebhookStore(e)
         self.deliveries = DeliveryStore(e)
+        self.read_committed = self.db.provider.dialect == "MySQL"
 
     @contextmanager
     def atomic(self):
         """One ``db_session`` around the block: the store calls in it join it (their own
-        transactions are skipped inside a caller's session) and commit together."""
+        transactions are skipped inside a caller's session) and commit together. On
+        MariaDB/MySQL the block runs at READ COMMITTED (its first statement says so)."""
         if core.local.db_session is not None:
             yield
             return
         try:
             with WATCHDOG.call(), db_session:
+                if self.read_committed:
+                    # MariaDB reads a transaction's plain SELECTs from the snapshot of its
+                    # first one: in a block, an earlier read (finding which group to
+                    # lock) would fix it before a later store call takes its lock, and
+                    # the read that decides after the lock would see the past. READ
+                    # COMMITTED, as on PostgreSQL, lets every statement see what the locks
+                    # it waited for left (see stores.py).
+                    self.db.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
                 yield
         except (LockyError, ValueError, TypeError):
             raise
