@@ -205,8 +205,10 @@ class World:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKY_")}
         env.update(LOCKY_DATABASE_URL=self.database_url, LOCKY_JWT_SECRET=TEST_SECRET, LOCKY_BCRYPT_ROUNDS="4",
                    LOCKY_ADMIN_EMAILS=ADMIN_EMAIL, LOCKY_MAIL_DIR=self.mail_dir)
+        # Run from the test's own directory: from the checkout, ``-m`` would import the
+        # source tree's locky beside the installed plugins (CI installs with pip).
         done = subprocess.run([sys.executable, "-m", "locky.cli.main", *args], env=env, capture_output=True,
-                              text=True, timeout=120)
+                              text=True, timeout=120, cwd=os.path.dirname(self.mail_dir))
         assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
         return done
 
