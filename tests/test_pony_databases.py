@@ -160,6 +160,8 @@ def test_a_database_behind_the_code_migrates_or_names_the_command(database_url):
     undo_throttle_backoff_step(database_url)  # step 3 undone too
     undo_account_lifecycle_step(database_url)  # and step 4
     raw(database_url, "DROP TABLE locky_signing_keys")  # and step 5 (v0005_signing_keys)
+    for table in ("locky_webhook_deliveries", "locky_webhooks", "locky_audit"):  # and step 6
+        raw(database_url, f"DROP TABLE {table}")
     with pytest.raises(SettingsError, match=r"run `locky migrate`") as caught:
         create_app(make_settings(database_url, log_requests=False, auto_migrate=False))
     assert "version 1" in str(caught.value)

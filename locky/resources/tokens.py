@@ -11,7 +11,7 @@ import jwt
 
 from locky import audit, events
 from locky.accounts import revoke_session
-from locky.errors import LockyError, StateConflict
+from locky.errors import Conflict, LockyError, StateConflict
 from locky.media import load, read_json_or_form
 from locky.routes import Operation, Route
 from locky.schemas import KeyListSchema, TokenRequestSchema
@@ -73,13 +73,21 @@ class KeyList:
         resp.media = KEY_LIST.dump({"keys": keys.listing() if keys is not None else []})
 
 
-def rotate_key(context, keys):
-    """Rotate the signing key, with its ``key.rotated`` event, in one transaction."""
-    with context.storage.atomic():
-        record = keys.rotate()
-        context.audit.record(audit.KEY_ROTATED, target_type="key", target_uuid=record.kid,
-                             details={"kid": record.kid, "alg": record.alg})
-    return record
+def rotate_key(context, keys, attempts: int = 3):
+    """Rotate the signing key, with its ``key.rotated`` event, in one transaction. Hosts
+    rotating at once may collide on the one active slot: the loser runs again (the store
+    would retry on its own, but not inside a caller's block) and rotates after the winner."""
+    for attempt in range(attempts):
+        try:
+            with context.storage.atomic():
+                record = keys.rotate()
+                context.audit.record(audit.KEY_ROTATED, target_type="key", target_uuid=record.kid,
+                                     details={"kid": record.kid, "alg": record.alg})
+            return record
+        except Conflict as exc:
+            if attempt == attempts - 1 or "request" not in exc.fields:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class KeyRotation:
