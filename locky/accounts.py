@@ -109,13 +109,17 @@ class Accounts:
                             " one at /v1/public/users/verify/resend.", title="Email not verified")
 
     def _logged_in(self, user: User, request_id: str | None) -> dict[str, Any]:
+        # The tokens first: issuing may rotate an old signing key, a write of its own that
+        # must not join (and conflict inside) the login's transaction.
+        session_uuid = str(uuid.uuid4())
+        refresh = self.context.tokens.issue(user_uuid=user.uuid, session_uuid=session_uuid, kind="refresh")
+        body = self._token_body(user, session_uuid, refresh.token)
         with self.context.storage.atomic():  # the login and its event, together
-            body = self._start_session(user)
+            self.context.storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=refresh.jti)
             self.context.audit.record(audit.LOGIN_SUCCEEDED, target_type="user", target_uuid=user.uuid,
                                       actor_uuid=user.uuid,
-                                      details={"email": user.email, "session_uuid": body["session_uuid"],
+                                      details={"email": user.email, "session_uuid": session_uuid,
                                                "mfa": user.mfa_enabled})
-        del body["session_uuid"]
         self.context.emit(events.LOGIN_SUCCEEDED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
         return body
 
@@ -221,13 +225,6 @@ class Accounts:
                                                                "retry_after": retry_after})
         self.context.emit(events.LOGIN_FAILED, details={"email": email, "reason": reason}, request_id=request_id)
         raise Locked(retry_after)
-
-    def _start_session(self, user: User) -> dict[str, Any]:
-        tokens = self.context.tokens
-        session_uuid = str(uuid.uuid4())
-        refresh = tokens.issue(user_uuid=user.uuid, session_uuid=session_uuid, kind="refresh")
-        self.context.storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=refresh.jti)
-        return {**self._token_body(user, session_uuid, refresh.token), "session_uuid": session_uuid}
 
     def _token_body(self, user: User, session_uuid: str, refresh_token: str) -> dict[str, Any]:
         access = self.context.tokens.issue(user_uuid=user.uuid, session_uuid=session_uuid, kind="access")

@@ -201,9 +201,9 @@ def test_mysql_tables_are_utf8mb4_and_binary(mysql_database):
     app_for(url).close()
     rows = raw(url, "SELECT table_name, table_collation FROM information_schema.tables"
                     " WHERE table_schema = DATABASE() AND table_name LIKE 'locky%%'")
-    # The entities' twelve (step 4 added codes, outbox and totp; step 5 signing keys) and
-    # locky_schema_history.
-    assert len(rows) == 13, rows
+    # The entities' fifteen (step 4 added codes, outbox and totp; step 5 signing keys;
+    # step 6 audit, webhooks and deliveries) and locky_schema_history.
+    assert len(rows) == 16, rows
     assert {collation for _, collation in rows} == {"utf8mb4_nopad_bin"}
     columns = raw(url, "SELECT DISTINCT character_set_name FROM information_schema.columns"
                        " WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL")
