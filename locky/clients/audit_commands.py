@@ -16,7 +16,7 @@ import argparse
 from typing import Any
 
 from .commands import Context, add_command, add_group
-from .record_commands import INTERNAL, PRIVATE, _all_pages, _more
+from .record_commands import INTERNAL, PRIVATE, paged
 
 AUDIT = f"{INTERNAL}/audit"
 WEBHOOKS_READ = f"{INTERNAL}/webhooks"
@@ -26,23 +26,12 @@ SECRET_NOTE = ("The secret is shown only this once: store it with the receiver, 
                " Locky-Signature header with it.")
 
 
-def _paged(ctx: Context, args: argparse.Namespace, path: str, key: str, query: dict[str, Any]) -> None:
-    """One page (``--limit``, ``--after-id``), or every page with ``--all``, as a table or JSON."""
-    if not args.all:
-        body = ctx.session.request("GET", path, query={**query, "limit": args.limit, "after_id": args.after_id})
-        ctx.printer.records(key, body)
-        _more(ctx, body)
-        return
-    items, _ = _all_pages(ctx, path, query, key, args.limit, args.after_id)
-    ctx.printer.records(key, {key: items, "next_after_id": None})
-
-
 # --- the audit trail -----------------------------------------------------------------
 
 def audit_list(ctx: Context, args: argparse.Namespace) -> None:
     query = {"event": args.event, "actor_uuid": args.actor_uuid, "target_uuid": args.target_uuid,
              "since": args.since, "until": args.until}
-    _paged(ctx, args, AUDIT, "events", query)
+    paged(ctx, args, AUDIT, "events", query)
 
 
 # --- webhooks --------------------------------------------------------------------------
@@ -57,7 +46,7 @@ def webhooks_create(ctx: Context, args: argparse.Namespace) -> None:
 
 
 def webhooks_list(ctx: Context, args: argparse.Namespace) -> None:
-    _paged(ctx, args, WEBHOOKS_READ, "webhooks", {})
+    paged(ctx, args, WEBHOOKS_READ, "webhooks", {})
 
 
 def webhooks_get(ctx: Context, args: argparse.Namespace) -> None:
@@ -70,7 +59,7 @@ def webhooks_delete(ctx: Context, args: argparse.Namespace) -> None:
 
 
 def webhooks_deliveries(ctx: Context, args: argparse.Namespace) -> None:
-    _paged(ctx, args, f"{WEBHOOKS_READ}/{args.id}/deliveries", "deliveries", {})
+    paged(ctx, args, f"{WEBHOOKS_READ}/{args.id}/deliveries", "deliveries", {})
 
 
 def webhooks_replay(ctx: Context, args: argparse.Namespace) -> None:

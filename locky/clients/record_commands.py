@@ -63,16 +63,19 @@ def _more(ctx: Context, body: dict[str, Any]) -> None:
         ctx.note(f"(more: add --after-id {body['next_after_id']}, or --all)")
 
 
-def list_records(ctx: Context, args: argparse.Namespace) -> None:
-    kind, path = args.kind, f"{INTERNAL}/{args.kind}"
-    query = _filters(kind, args)
+def paged(ctx: Context, args: argparse.Namespace, path: str, key: str, query: dict[str, Any]) -> None:
+    """One page (``--limit``, ``--after-id``), or every page with ``--all``, as a table or JSON."""
     if not args.all:
         body = ctx.session.request("GET", path, query={**query, "limit": args.limit, "after_id": args.after_id})
-        ctx.printer.records(kind, body)
+        ctx.printer.records(key, body)
         _more(ctx, body)
         return
-    items, _ = _all_pages(ctx, path, query, kind, args.limit, args.after_id)
-    ctx.printer.records(kind, {kind: items, "next_after_id": None})
+    items, _ = _all_pages(ctx, path, query, key, args.limit, args.after_id)
+    ctx.printer.records(key, {key: items, "next_after_id": None})
+
+
+def list_records(ctx: Context, args: argparse.Namespace) -> None:
+    paged(ctx, args, f"{INTERNAL}/{args.kind}", args.kind, _filters(args.kind, args))
 
 
 def count_records(ctx: Context, args: argparse.Namespace) -> None:
