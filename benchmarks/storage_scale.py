@@ -25,6 +25,7 @@ import argparse
 import io
 import os
 import random
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -346,9 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             ok &= run_engine(engine, args, url)
             print(f"  (kept {url})" if args.keep else "")
             if not args.keep:
-                for path in directory.iterdir():
-                    path.unlink()
-                directory.rmdir()
+                shutil.rmtree(directory)  # the database, its secret and the mail folder
             continue
         with scratch_database(SERVERS[engine], prefix="locky_scale_") as scratch:
             ok &= run_engine(engine, args, scratch.url)

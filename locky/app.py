@@ -18,7 +18,7 @@ from locky.migrations import prepare_storage
 from locky.middleware import JSON_UTF8, Authentication, RequestContext
 from locky.plugins import build_plugin_manager
 from locky.registry import ProviderError
-from locky.resources import swagger
+from locky.resources import console, swagger
 from locky.routes import Route
 from locky.settings import Settings, SettingsError
 
@@ -75,7 +75,7 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = (), *,
         raise
 
     document = spec.build(routes, pm.hook, context)
-    mounted = routes + swagger.routes(document)
+    mounted = routes + swagger.routes(document) + console.routes()
     # Whether each operation is public is read from the same table as the Swagger document.
     middleware = [
         RequestContext(settings.log_requests, ClientAddresses(settings.trusted_proxies),
@@ -103,6 +103,9 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = (), *,
         else:
             context.mail_sender.stop()
             context.webhook_sender.stop()
+    except ProviderError as exc:
+        context.close()
+        raise SettingsError(str(exc)) from None
     except BaseException:
         context.close()  # a plugin that cannot start stops startup without leaking storage
         raise

@@ -11,14 +11,15 @@ from locky.audit import EVENTS
 from locky.schemas import (
     DESCRIPTION_TEXT,
     TEXT_PATTERN,
+    UUID,
     UUID4_PATTERN,
+    Uuid,
     ListQuerySchema,
     RequestSchema,
     Timestamp,
     d,
     list_schema,
     plain_text,
-    uuid4,
 )
 
 EVENT_PATTERN = re.compile(r"^(\*|[a-z_]+(\.[a-z_]+)*(\.\*)?)$")
@@ -54,13 +55,23 @@ class Rfc3339(fields.Field):
         return {"type": "string", "format": "date-time"}
 
 
+class Target(fields.String):
+    """The ``target_uuid`` filter: a uuid (any case, lowercased as :class:`~locky.schemas.Uuid`
+    does, so it matches what the trail stores) or a key's kid (compared exactly: a kid is
+    case-sensitive, and never has the 8-4-4-4-12 shape of a uuid)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs)
+        return value.lower() if UUID.fullmatch(value) else value
+
+
 class AuditQuerySchema(ListQuerySchema):
     event = fields.String(validate=event_pattern, **d("An event name, or a prefix ending in .* (user.*).",
                                                       pattern=EVENT_PATTERN.pattern))
-    actor_uuid = fields.String(validate=uuid4, **d("Who acted.", pattern=UUID4_PATTERN))
-    target_uuid = fields.String(validate=[validate.Length(1, 64), plain_text],
-                                **d("What was acted on (a user, group, membership, role, session uuid; a key's kid).",
-                                    pattern=TEXT_PATTERN))
+    actor_uuid = Uuid("Who acted.")
+    target_uuid = Target(validate=[validate.Length(1, 64), plain_text],
+                         **d("What was acted on (a user, group, membership, role, session uuid, in any case;"
+                             " a key's kid, exactly).", pattern=TEXT_PATTERN))
     since = Rfc3339(**d("Events at or after this time (RFC 3339)."))
     until = Rfc3339(**d("Events before this time (RFC 3339)."))
 

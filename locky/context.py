@@ -6,11 +6,13 @@ Locky is global, so two apps in one process share nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 import pluggy
 
+from locky import audit
 from locky.audit import AuditTrail
 from locky.errors import Forbidden
 from locky.mail_sender import MailSender
@@ -31,6 +33,15 @@ SLOTS = (
     ("authorizer", "locky_register_authorizers"),
     ("mailer", "locky_register_mailers"),
 )
+
+
+def fill_registries(hook) -> dict[str, Registry]:
+    """A registry per provider slot, filled by the plugins' ``locky_register_*`` hooks."""
+    registries: dict[str, Registry] = {}
+    for slot, hook_name in SLOTS:
+        registries[slot] = Registry(slot.replace("_", " "))
+        getattr(hook, hook_name)(registry=registries[slot])
+    return registries
 
 
 class Context:
@@ -57,14 +68,26 @@ class Context:
 
     def build_providers(self) -> None:
         """Build each provider slot from the implementation named in settings."""
-        for slot, hook_name in SLOTS:
-            registry: Registry = Registry(slot.replace("_", " "))
-            getattr(self.hook, hook_name)(registry=registry)
-            self.registries[slot] = registry
-            setattr(self, slot, registry.create(getattr(self.settings, slot), self))
+        self.registries = fill_registries(self.hook)
+        for slot, _ in SLOTS:
+            setattr(self, slot, self.registries[slot].create(getattr(self.settings, slot), self))
 
     def emit(self, name: str, **fields: Any) -> None:
-        """Announce an event to every ``locky_event`` implementation; never raises."""
+        """Announce an event to every ``locky_event`` implementation; never raises.
+
+        During a request the event gets the request's id and client address (the audit
+        trail's :class:`~locky.audit.Origin`, set by the request middleware) unless the
+        caller gives them; outside one both stay ``None``. A ``User`` record goes out
+        with an empty ``password_hash``.
+        """
+        origin = audit.current()
+        if not fields.get("request_id"):
+            fields["request_id"] = origin.request_id or None
+        if not fields.get("client_address"):
+            fields["client_address"] = origin.ip or None
+        record = fields.get("record")
+        if getattr(record, "password_hash", None):  # a User: the hash stays in storage
+            fields["record"] = dataclasses.replace(record, password_hash="")
         event = Event(name=name, **fields)
         try:
             self.hook.locky_event(event=event, context=self)

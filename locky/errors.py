@@ -70,11 +70,22 @@ class NotFound(LockyError):
 
 
 class Unauthorized(LockyError):
-    """No usable credential: 401 with ``WWW-Authenticate: Bearer``."""
+    """No usable credential: 401 with a ``WWW-Authenticate`` challenge.
 
-    def __init__(self, description: str = "A valid bearer token is required."):
+    ``challenge`` is the header's value, by default ``Bearer`` (Locky's own tokens). An
+    authentication scheme of a plugin names its own, e.g.
+    ``Unauthorized("Wrong user name or password.", challenge='Basic realm="locky"')``;
+    a sequence of challenges gives one per scheme the client may use instead.
+    """
+
+    def __init__(self, description: str = "A valid bearer token is required.",
+                 challenge: str | tuple[str, ...] | list[str] = "Bearer"):
         super().__init__(description)
         self.description = description
+        self.challenges = (challenge,) if isinstance(challenge, str) else tuple(challenge)
+
+    def __reduce__(self):  # picklable with its challenges
+        return (Unauthorized, (self.description, self.challenges))
 
 
 class Forbidden(LockyError):
@@ -136,7 +147,7 @@ def to_http(error: LockyError) -> falcon.HTTPError:
     if isinstance(error, NotFound):
         return falcon.HTTPNotFound(description=str(error) or "No such record.")
     if isinstance(error, Unauthorized):
-        return falcon.HTTPUnauthorized(description=error.description, challenges=["Bearer"])
+        return falcon.HTTPUnauthorized(description=error.description, challenges=list(error.challenges))
     if isinstance(error, Forbidden):
         if error.title:
             return falcon.HTTPForbidden(title=error.title, description=error.description)

@@ -203,7 +203,11 @@ def locky_event(event: Event, context: Context) -> None:
     ``login.succeeded``, ``login.failed``, ``token.revoked``, ``record.created``,
     ``record.updated``, ``record.deleted``, ``user.email_verified``,
     ``user.password_reset``, ``user.mfa_enabled``, ``user.mfa_disabled``, ``key.rotated``.
+    [The event table](events.md) (from ``locky.events.SPECS``) says which action fires
+    each, and its ``kind``, ``record`` and ``details``.
 
-    Called after the change is committed, in the request's process. An exception in
-    an implementation is logged and does not fail the request. Returns nothing.
+    Called after the change is committed, in the request's process. During a request
+    ``event.request_id`` and ``event.client_address`` are the request's (``None`` in a
+    command). An exception in an implementation is logged and does not fail the
+    request. Returns nothing.
     """

@@ -41,49 +41,95 @@ RecordT = TypeVar("RecordT", covariant=True)
 
 class RecordStore(Protocol, Generic[RecordT]):
     """Reads and deletes shared by every kind of record. Deleted records are invisible:
-    ``get``/``get_by_uuid`` return ``None`` for them and lists and counts skip them."""
+    ``get``/``get_by_uuid`` return ``None`` for them and lists and counts skip them.
+
+    What holds for every kind (users, groups, members, roles):
+
+    - **Ids** are positive integers below ``2**63`` assigned by storage, growing with
+      each insert; a deleted record's id is never reused. ``uuid`` is a fresh lowercase
+      UUID4 string.
+    - **Timestamps** (``created_at``, ``updated_at``, ``deleted_at``) are UTC, kept to
+      the **microsecond**: a record read back equals, field for field, the record the
+      write returned (naive datetimes are UTC; aware ones are compared as UTC). A new
+      record has ``created_at == updated_at`` and ``deleted_at is None``.
+    - **Text** is stored exactly as given (no trimming; any Unicode, emoji included);
+      only emails are lowercased.
+    - **Writes** are each one transaction of their own, unless called inside
+      :meth:`Storage.atomic`. A database that does not answer raises
+      :class:`~locky.errors.Unavailable` (no driver text in its message).
+    """
 
     def get(self, id: int) -> RecordT | None:
-        """The live record with this id, or ``None``."""
+        """The live record with this id, or ``None``.
+
+        Ids out of range (0, negative, ``2**63`` or more) and ids of deleted records
+        are ``None`` too, never an error.
+        """
 
     def get_by_uuid(self, uuid: str) -> RecordT | None:
-        """The live record with this uuid, or ``None``."""
+        """The live record with this uuid, or ``None`` (also for an unknown uuid and
+        for a value that is not a ``str``)."""
 
     def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page[RecordT]:
         """Live records with ``id > after_id`` in ascending id order, at most ``limit``.
 
         ``filters`` are exact matches on the kind's filter fields (users: ``email``;
         groups: ``name``; members: ``group_uuid``, ``user_uuid``, ``role``; roles:
-        ``name``). ``next_after_id`` is the last item's id when more records follow,
-        else ``None``. Must cost the same on every page (keyset paging over the id index).
+        ``name``): case-sensitive and untrimmed (``"admins"`` finds neither ``"Admins"``
+        nor ``" admins "``), except ``email``, which is lowercased before it compares.
+        A filter whose value is ``None`` is ignored (as if not given). A filter name the
+        kind does not have raises :class:`ValueError` (never silently ignored: a typo
+        would list everything). ``after_id`` may fall between ids or past the last one.
+
+        ``next_after_id`` is the last item's id when more records follow, else ``None``
+        (also when the last page is exactly full). Must cost the same on every page
+        (keyset paging over the id index).
         """
 
     def count(self, **filters: Any) -> int:
-        """How many live records match ``filters`` (same filters as ``list``)."""
+        """How many live records match ``filters``: the same filters as :meth:`list`,
+        with the same rules (``None`` ignored, unknown names a ``ValueError``)."""
 
     def delete(self, id: int) -> RecordT:
-        """Soft-delete: set ``deleted_at`` and ``updated_at``; return the deleted record.
+        """Soft-delete: set ``deleted_at`` and ``updated_at`` (equal) in one write;
+        return the deleted record.
 
-        Raise :class:`~locky.errors.NotFound` for a missing or already deleted record.
-        The value stays in storage but no longer blocks uniqueness.
+        Raise :class:`~locky.errors.NotFound` for a missing or already deleted record
+        (ids out of range included). The value stays in storage but no longer blocks
+        uniqueness: a new record may take a deleted record's unique value.
         """
 
 
 class UserStore(RecordStore[User], Protocol):
+    """Users. ``email`` is unique among live users, without regard to case; filter:
+    ``email``. A new user has ``email_verified``, ``disabled`` and ``mfa_enabled``
+    false."""
+
     def create(self, *, name: str, email: str, password_hash: str) -> User:
         """Insert a user. ``email`` arrives trimmed and lowercased; raise
-        ``Conflict("email", "Already registered.")`` when a live user has it, also
-        under concurrent inserts (the database enforces it). Emails compare without
-        regard to case everywhere (store, look up and filter them lowercased)."""
+        ``Conflict("email", "Already registered.")`` (the client sees
+        ``{"email": "Already registered."}``) when a live user has it, in any case,
+        also under concurrent inserts from threads and from other processes sharing the
+        database (the database enforces it: a check-then-insert guarded by a lock of
+        one process is not enough). Emails compare without regard to case everywhere
+        (store, look up and filter them lowercased)."""
 
     def get_by_email(self, email: str) -> User | None:
-        """The live user with this (lowercased) email, or ``None``."""
+        """The live user with this email, compared lowercased (``"ADA@Example.COM"``
+        finds ``ada@example.com``), or ``None``."""
 
     def update(self, id: int, **changes: Any) -> User:
         """Change ``name``, ``email``, ``password_hash``, ``email_verified`` and/or
-        ``disabled``; ``NotFound`` or ``Conflict``. A new ``email`` (different from the
-        stored one) sets ``email_verified`` false in the same write, unless the changes
-        set it themselves."""
+        ``disabled``; return the updated user.
+
+        A change whose value is ``None`` is ignored (that field stays as stored). A
+        change that actually alters something sets ``updated_at``; the other fields,
+        ``uuid`` and ``created_at`` stay. ``NotFound`` for a missing or deleted user;
+        ``Conflict("email", "Already registered.")`` when another live user has the new
+        email (then nothing changes, ``email_verified`` included); setting a user's own
+        email again is no conflict. A new ``email`` (different from the stored one)
+        sets ``email_verified`` false in the same write, unless the changes set it
+        themselves. Users do not move :meth:`Storage.revision`."""
 
     def mark_verified(self, uuid: str, email: str) -> User | None:
         """Set ``email_verified`` on the live user ``uuid`` if its email is still
@@ -92,15 +138,31 @@ class UserStore(RecordStore[User], Protocol):
 
 
 class GroupStore(RecordStore[Group], Protocol):
+    """Groups. ``name`` is unique among live groups, compared exactly (``"Admins"`` and
+    ``"admins"`` are two groups); filter: ``name``. ``description`` may be empty."""
+
     def create(self, *, name: str, description: str, owner_uuid: str) -> Group:
         """Insert a group and, in the same transaction, make ``owner_uuid`` its
-        ``owner`` member. ``Conflict("name")`` when a live group has the name."""
+        ``owner`` member. ``Invalid.one("owner_uuid", ...)`` when no live user has that
+        uuid. ``Conflict("name")`` (the client sees ``{"name": "Already exists."}``) when
+        a live group has the name, also under concurrent inserts from threads and other
+        processes (the database enforces it)."""
 
     def update(self, id: int, **changes: Any) -> Group:
-        """Change ``name`` and/or ``description``; ``NotFound`` or ``Conflict``."""
+        """Change ``name`` and/or ``description``; return the updated group. ``None``
+        values are ignored; a real change sets ``updated_at``. ``NotFound`` for a missing
+        or deleted group; ``Conflict("name")`` (``{"name": "Already exists."}``) when
+        another live group has the new name.
+
+        :meth:`delete` of a group also soft-deletes its live memberships, in the same
+        transaction."""
 
 
 class MemberStore(RecordStore[Member], Protocol):
+    """Memberships: a user's role in a group. One live membership per (group, user);
+    filters: ``group_uuid``, ``user_uuid``, ``role``. Memberships do not move
+    :meth:`Storage.revision` (authorizers read :meth:`role_of` live)."""
+
     def create(
         self,
         *,
@@ -117,8 +179,9 @@ class MemberStore(RecordStore[Member], Protocol):
            missing, so a bad body is a 400 whoever sends it). It may raise
            :class:`~locky.errors.Forbidden`: roll back and let that very exception
            propagate, having written nothing;
-        3. insert: ``Conflict("user_uuid")`` when the user already has a live
-           membership in the group.
+        3. insert: ``Conflict("user_uuid", "Already a member of this group.")`` when the
+           user already has a live membership in the group (also under concurrent
+           inserts: exactly one of them is kept).
 
         Locky passes the policy check of ``POST /v1/private/members`` as ``authorize``,
         so the references are read once and the decision sees the same records.
@@ -138,21 +201,36 @@ class MemberStore(RecordStore[Member], Protocol):
 
 
 class RoleStore(RecordStore[Role], Protocol):
+    """Roles: built-in ones (from the policy files, ``builtin`` true) and custom ones
+    (made through the API). ``name`` is unique among live roles; filter: ``name``.
+
+    **Policy revision**: every write of a custom role (:meth:`create`, :meth:`update`,
+    :meth:`delete`) makes :meth:`Storage.revision` grow, in the same transaction, so
+    authorizers in every process reload what they cached."""
+
     def create(self, *, name: str, description: str, permissions: Iterable[Permission]) -> Role:
-        """Insert a custom role; ``Conflict("name")`` when a live role has the name."""
+        """Insert a custom role (``builtin`` false). ``permissions`` may be any iterable
+        and keep their order. ``Conflict("name")`` (``{"name": "Already exists."}``)
+        when a live role has the name. Moves :meth:`Storage.revision`."""
 
     def update(self, id: int, **changes: Any) -> Role:
-        """Change ``name``, ``description``, ``permissions``. ``Invalid`` for a built-in
-        role or a rename of a role held by live memberships or grants; ``NotFound``;
-        ``Conflict``.
+        """Change ``name``, ``description``, ``permissions`` (``None`` values ignored).
+        ``Invalid`` (not ``Conflict``) for a built-in role or a rename of a role held by
+        live memberships or grants; ``NotFound``; ``Conflict("name")``. Moves
+        :meth:`Storage.revision`."""
 
-        ``delete`` raises ``Invalid`` for a built-in role or one held by live
-        memberships or grants (also against memberships added concurrently): a role
-        created later with the same name must start with nobody holding it."""
+    def delete(self, id: int) -> Role:
+        """Soft-delete a custom role, as :meth:`RecordStore.delete`, and move
+        :meth:`Storage.revision`. ``Invalid.one("name", ...)`` (not ``Conflict``) for a
+        built-in role or one held by live memberships or grants (also against
+        memberships added concurrently): a role created later with the same name must
+        start with nobody holding it."""
 
     def sync_builtin(self, roles: Iterable[BuiltinRole]) -> None:
         """Make the stored built-in roles match ``roles`` (from the policy files):
-        insert new ones, update changed ones, soft-delete ones no longer there."""
+        insert new ones, update changed ones, soft-delete ones no longer there.
+        Idempotent; called at every start. It need not move :meth:`Storage.revision`
+        (built-in roles' permissions come from the files every process reads)."""
 
     def custom_permissions(self) -> dict[str, tuple[Permission, ...]]:
         """Every live custom (non built-in) role's permissions, by role name."""
@@ -331,13 +409,17 @@ class LoginThrottle(Protocol):
 
 
 class GrantStore(Protocol):
-    """Global role grants (``admin`` made by ``locky grant-admin``)."""
+    """Global role grants (``admin`` made by ``locky grant-admin``). Grants bind to the
+    account (its uuid), never to an address."""
 
     def grant(self, user_uuid: str, role: str) -> bool:
-        """Grant ``role`` to the user everywhere; ``False`` when already granted."""
+        """Grant ``role`` to the user everywhere; ``False`` when already granted. Of
+        concurrent grants of one role to one user exactly one answers ``True``. A grant
+        that adds something moves :meth:`Storage.revision`."""
 
     def revoke(self, user_uuid: str, role: str) -> bool:
-        """Take the grant back; ``False`` when there was none."""
+        """Take the grant back; ``False`` when there was none. A revoke that removes
+        something moves :meth:`Storage.revision`."""
 
     def roles_of(self, user_uuid: str) -> frozenset[str]:
         """The roles granted to the user."""
@@ -460,6 +542,10 @@ class DeliveryStore(Protocol):
 
 @runtime_checkable
 class Storage(Protocol):
+    """A storage provider: one object per app holding every store, built by the factory
+    registered in ``locky_register_storage``. Run
+    :class:`locky.testing.storage_contract.StorageContract` against it."""
+
     users: UserStore
     groups: GroupStore
     members: MemberStore
@@ -487,7 +573,13 @@ class Storage(Protocol):
         """
 
     def revision(self) -> int:
-        """A number that grows whenever roles or grants change (for caches of policy)."""
+        """A number that grows whenever roles or grants change (for caches of policy).
+
+        An ``int`` (never a ``bool``). Moved, in the transaction of the change, by
+        ``roles.create``, ``roles.update``, ``roles.delete``, ``grants.grant`` and
+        ``grants.revoke`` (when they change something); users, groups, memberships,
+        sessions and the rest never move it. Every process sharing the database sees
+        the new value at once."""
 
     def schema(self) -> SchemaState:
         """The stored schema version, this code's version and the steps between them.
@@ -528,11 +620,17 @@ class BuiltinRole:
 
 
 class PasswordHasher(Protocol):
+    """Hashes passwords for storage. Run
+    :class:`locky.testing.password_hasher_contract.PasswordHasherContract` against it."""
+
     def hash(self, password: str) -> str:
-        """A salted hash of ``password`` (at most 72 UTF-8 bytes, already validated)."""
+        """A salted hash of ``password`` (at most 72 UTF-8 bytes, already validated):
+        a ``str`` that never contains the password, different on every call for the
+        same password. Any Unicode text is accepted."""
 
     def verify(self, password: str, hashed: str) -> bool:
-        """Whether ``password`` matches ``hashed``; ``False`` for a hash it cannot read."""
+        """Whether ``password`` matches ``hashed``; ``False`` (never an exception) for a
+        wrong password, an empty one or a hash it cannot read."""
 
     def needs_rehash(self, hashed: str) -> bool:
         """Whether ``hashed`` should be replaced (older algorithm or cost)."""
@@ -557,12 +655,22 @@ class Claims:
 
 
 class TokenBackend(Protocol):
+    """Issues and checks the bearer tokens of login sessions. Run
+    :class:`locky.testing.token_backend_contract.TokenBackendContract` against it."""
+
     def issue(self, *, user_uuid: str, session_uuid: str, kind: str) -> IssuedToken:
-        """A signed token of ``kind`` (``access`` or ``refresh``) for the session."""
+        """A signed token of ``kind`` (``access`` or ``refresh``) for the session.
+
+        ``jti`` is unique per call; ``expires_in`` is the lifetime in seconds
+        (``access_ttl`` or ``refresh_ttl`` of the settings). Revocation is not the
+        backend's: Locky checks the session in storage on every request."""
 
     def verify(self, token: str, *, kind: str) -> Claims:
         """Check signature, algorithm, time claims, issuer, audience and ``kind``;
-        raise :class:`~locky.errors.Unauthorized` on any failure."""
+        return the :class:`Claims` ``issue`` put in (``subject``, ``session_uuid``,
+        ``jti``, ``kind``, ``expires_at`` in Unix seconds). Raise
+        :class:`~locky.errors.Unauthorized` on any failure (garbage, a changed byte,
+        another kind, expired, another issuer or audience), never another exception."""
 
 
 class Mailer(Protocol):
@@ -579,6 +687,15 @@ class Mailer(Protocol):
 
 
 class Authorizer(Protocol):
+    """Decides every protected request (CONTRACT §7). ``docs/authorizers.md`` says what
+    it gets and must decide; run
+    :class:`locky.testing.authorizer_contract.AuthorizerContract` against it.
+
+    The authorizer, not Locky's core, decides what the roles mean: every authenticated
+    user holds ``user``; a membership gives its role within its group; a global grant
+    (``storage.grants``, ``locky grant-admin``) gives its role everywhere; and an address
+    in ``settings.admin_emails`` makes its account ``admin`` once ``email_verified``."""
+
     def is_allowed(
         self,
         user: User,
@@ -603,7 +720,10 @@ class Authorizer(Protocol):
         """
 
     def builtin_roles(self) -> list[BuiltinRole]:
-        """The roles the policy files define."""
+        """The roles this authorizer defines (``admin``, ``user``, ``owner``,
+        ``maintainer``, ``member``, ``viewer`` at least): Locky stores them with
+        ``roles.sync_builtin`` at startup, so ``GET /roles`` lists them with
+        ``builtin: true`` and the API refuses to change them."""
 
 
 class ExplainingAuthorizer(Authorizer, Protocol):

@@ -23,6 +23,11 @@ class Permission:
 
 @dataclass(frozen=True, slots=True)
 class User:
+    """A user account (CONTRACT §2). ``email`` is stored trimmed and lowercased and is
+    unique among live users; timestamps are UTC to the microsecond; ``deleted_at`` is
+    ``None`` while the user is live. ``password_hash`` is what the password hasher made
+    and never leaves Locky (no response schema declares it)."""
+
     id: int
     uuid: str
     created_at: datetime
@@ -41,6 +46,9 @@ class User:
 
 @dataclass(frozen=True, slots=True)
 class Group:
+    """A group (CONTRACT §2): ``name`` unique among live groups (compared exactly),
+    ``description`` possibly empty. Its creator is its first ``owner`` member."""
+
     id: int
     uuid: str
     created_at: datetime
@@ -52,6 +60,9 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class Member:
+    """A membership: user ``user_uuid`` holds ``role`` within group ``group_uuid`` (one
+    live membership per group and user). The role's permissions apply in that group only."""
+
     id: int
     uuid: str
     created_at: datetime
@@ -64,6 +75,10 @@ class Member:
 
 @dataclass(frozen=True, slots=True)
 class Role:
+    """A role (CONTRACT §2, §7): ``builtin`` roles come from the authorizer
+    (``Authorizer.builtin_roles``) and cannot be changed through the API; custom ones
+    are made through the API. ``permissions`` keep the order they were given in."""
+
     id: int
     uuid: str
     created_at: datetime

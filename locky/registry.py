@@ -37,16 +37,19 @@ class Registry(Generic[T]):
     def origin(self, name: str) -> str:
         return self._origins[name]
 
-    def create(self, name: str, *args: Any, **kwargs: Any) -> T:
-        """Build the provider named ``name``; unknown names list the known ones."""
+    def require(self, name: str) -> Callable[..., T]:
+        """The factory registered as ``name``; an unknown name lists the known ones."""
         try:
-            factory = self._factories[name]
+            return self._factories[name]
         except KeyError:
             known = ", ".join(self.names()) or "none"
             raise ProviderError(
                 f"unknown {self.kind} provider {name!r}; known: {known}"
             ) from None
-        return factory(*args, **kwargs)
+
+    def create(self, name: str, *args: Any, **kwargs: Any) -> T:
+        """Build the provider named ``name`` (:meth:`require`)."""
+        return self.require(name)(*args, **kwargs)
 
 
 def _origin(factory: Callable[..., Any]) -> str:

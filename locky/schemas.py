@@ -18,7 +18,11 @@ ROLE_NAME = r"^[a-z][a-z0-9_-]{0,63}$"
 PERMISSION_PART = r"^[a-z*][a-z0-9_.:*-]{0,63}$"
 MAX_ID = 2**63 - 1  # the largest id storage assigns (a signed 64-bit column)
 MAX_U64 = 2**64 - 1  # the largest id the contract allows a caller to name
+#: A uuid as Locky writes one (every record's ``uuid``): a UUID4, lowercase canonical form.
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+#: A uuid as a client may write one (:class:`Uuid`): the hyphenated 8-4-4-4-12 form of
+#: RFC 9562, of any version it defines (1-8), its variant, in either case.
+UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$")
 # A conservative address check: ASCII only (no look-alike characters), one @, a dotted domain.
 EMAIL = re.compile(
     r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
@@ -31,8 +35,10 @@ CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # spelled with escapes every regex dialect involved reads alike: Python ``re``,
 # ECMA-262 (Swagger UI, most validators) and Rust ``regex`` (jsonschema-rs).
 # tests/test_swagger.py checks each pattern against the validator it stands for.
-#: The pattern of UUID4 (the server checks the same regular expression).
+#: The pattern of UUID4: the uuids Locky answers with.
 UUID4_PATTERN = UUID4.pattern
+#: The pattern of UUID: the uuids Locky accepts (the server checks the same regular expression).
+UUID_PATTERN = UUID.pattern
 #: An email address, as ``email_address`` checks it (with ``maxLength: 254``).
 EMAIL_PATTERN = EMAIL.pattern
 _CONTROLS = r"\x00-\x1f\x7f"
@@ -111,9 +117,40 @@ def email_address(value: str) -> None:
         raise ValidationError("Not a valid email address.")
 
 
-def uuid4(value: str) -> None:
-    if not isinstance(value, str) or not UUID4.fullmatch(value):
-        raise ValidationError("Not a valid UUID.")
+UUID_TEXT = "A uuid of any RFC 9562 version in any case, hyphenated; read as lowercase."
+
+
+class Uuid(fields.String):
+    """A uuid in a body or a query: the one rule for every uuid a client sends.
+
+    Accepted: the hyphenated 8-4-4-4-12 hex form of RFC 9562, in upper, lower or mixed
+    case, of any version the RFC defines (1-8: Locky makes UUID4s, but a storage plugin
+    or another system may hand out v1 or v7 ones, and a valid uuid that names nothing
+    is "no such record", never "not a uuid"), with the RFC's variant (``8``-``b``).
+    The value is lowercased, the canonical form storage keeps and compares, so
+    ``3F2B...`` finds ``3f2b...``.
+
+    Refused with ``"Not a valid UUID."`` (400 naming the field, CONTRACT §2): the braced
+    (``{...}``) and ``urn:uuid:`` forms and the 32 digits without hyphens (Python's
+    ``uuid.UUID`` reads them, most clients never send them, and one spelling keeps
+    logs, filters and the Swagger pattern simple); the nil and max uuids (no RFC variant,
+    never a record's); surrounding spaces or a final newline.
+
+    The Swagger document states the same rule: ``pattern`` is :data:`UUID_PATTERN`.
+    """
+
+    default_error_messages = {"invalid_uuid": "Not a valid UUID."}
+
+    def __init__(self, description: str, *, example: str | None = None, **kwargs):
+        # No example by default: Swagger 2.0 has none for query parameters.
+        extra = {"example": example} if example else {}
+        super().__init__(**kwargs, **d(f"{description} {UUID_TEXT}", pattern=UUID_PATTERN, **extra))
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs)
+        if not UUID.fullmatch(value):
+            raise self.make_error("invalid_uuid")
+        return value.lower()
 
 
 class Pattern(validate.Regexp):
@@ -237,8 +274,8 @@ class GroupUpdateSchema(GroupRequestSchema):
 
 
 class MemberRequestSchema(RequestSchema):
-    group_uuid = fields.String(required=True, validate=uuid4, **d("The live group to join.", pattern=UUID4_PATTERN, example=EXAMPLE_UUID))
-    user_uuid = fields.String(required=True, validate=uuid4, **d("The live user who joins.", pattern=UUID4_PATTERN, example=EXAMPLE_UUID))
+    group_uuid = Uuid("The live group to join.", required=True, example=EXAMPLE_UUID)
+    user_uuid = Uuid("The live user who joins.", required=True, example=EXAMPLE_UUID)
     role = fields.String(load_default="member", validate=Pattern(ROLE_NAME, error="Not a valid role name."), **d("Name of an existing role; default member. admin and user are held globally, never through a membership (400)."))
 
 
@@ -436,8 +473,8 @@ class GroupFilterSchema(ListQuerySchema):
 
 
 class MemberFilterSchema(ListQuerySchema):
-    group_uuid = fields.String(validate=uuid4, **d("Exact group uuid.", pattern=UUID4_PATTERN))
-    user_uuid = fields.String(validate=uuid4, **d("Exact user uuid.", pattern=UUID4_PATTERN))
+    group_uuid = Uuid("Exact group uuid.")
+    user_uuid = Uuid("Exact user uuid.")
     role = fields.String(validate=Pattern(ROLE_NAME, error="Not a valid role name."), **d("Exact role name."))
 
 
@@ -449,10 +486,10 @@ class AuthzQuerySchema(Schema):
     class Meta:
         unknown = RAISE
 
-    user_uuid = fields.String(required=True, validate=uuid4, **d("The user to decide for.", pattern=UUID4_PATTERN))
+    user_uuid = Uuid("The user to decide for.", required=True)
     resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
     action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("The action."))
-    group_uuid = fields.String(validate=uuid4, **d("The group whose membership roles apply.", pattern=UUID4_PATTERN))
+    group_uuid = Uuid("The group whose membership roles apply.")
     explain = fields.Boolean(load_default=False, truthy={"true"}, falsy={"false"}, **d("true: also say which roles the user held and which policy lines allowed it (matched, roles)."))
 
 
@@ -462,10 +499,10 @@ class AuthzCheckItemSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    user_uuid = fields.String(required=True, validate=uuid4, **d("The user to decide for.", pattern=UUID4_PATTERN))
+    user_uuid = Uuid("The user to decide for.", required=True)
     resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
     action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("The action."))
-    group_uuid = fields.String(validate=uuid4, **d("The group whose membership roles apply.", pattern=UUID4_PATTERN))
+    group_uuid = Uuid("The group whose membership roles apply.")
 
 
 class AuthzBatchSchema(RequestSchema):
@@ -500,8 +537,8 @@ class PermissionsQuerySchema(Schema):
     class Meta:
         unknown = RAISE
 
-    user_uuid = fields.String(required=True, validate=uuid4, **d("The user.", pattern=UUID4_PATTERN))
-    group_uuid = fields.String(validate=uuid4, **d("Only what holds in this group (global rules included).", pattern=UUID4_PATTERN))
+    user_uuid = Uuid("The user.", required=True)
+    group_uuid = Uuid("Only what holds in this group (global rules included).")
 
 
 class GrantedPermissionSchema(Schema):
@@ -525,4 +562,4 @@ class SubjectListSchema(Schema):
 class SubjectsQuerySchema(ListQuerySchema):
     resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
     action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("The action."))
-    group_uuid = fields.String(validate=uuid4, **d("Decide within this group (its members' roles apply).", pattern=UUID4_PATTERN))
+    group_uuid = Uuid("Decide within this group (its members' roles apply).")

@@ -358,18 +358,69 @@ def _warn_unknown_variables(environ: Mapping[str, str], names: list[str]) -> Non
     log.warning("unknown LOCKY_* environment variable(s), ignored: %s", ", ".join(described))
 
 
+#: The tables a TOML settings file may have at its top level: the settings, and the
+#: plugins' options (``[plugins.NAME]``, also accepted as ``[locky.plugins.NAME]``).
+TOML_TABLES = ("locky", "plugins")
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The settings in TOML file ``path``, plugin options under ``extra``.
+
+    Settings sit in a ``[locky]`` table (or, without one, at the top level); plugin
+    options in ``[plugins.NAME]`` tables (or ``[locky.plugins.NAME]``). Any other
+    top-level table, or a setting outside ``[locky]`` when the file has one, is refused.
+    """
+    data = _parse_toml(path)
+    unknown = sorted(key for key, value in data.items() if isinstance(value, dict) and key not in TOML_TABLES)
+    if unknown:
+        tables = ", ".join(f"[{key}]" for key in unknown)
+        raise SettingsError(
+            f"config file {path}: unknown top-level table(s) {tables}; allowed: [locky] (the settings)"
+            " and [plugins.NAME] (a plugin's options)"
+        )
+    top_plugins = data.pop("plugins") if isinstance(data.get("plugins"), dict) else {}
+    if "locky" in data:
+        stray = sorted(key for key in data if key != "locky")
+        if stray:
+            raise SettingsError(
+                f"config file {path}: {', '.join(stray)} must go inside the [locky] table (the file has one)"
+            )
+        if not isinstance(data["locky"], dict):
+            raise SettingsError(f"config file {path}: locky must be a table ([locky])")
+        data = data["locky"]
+    values = dict(data)
+    nested = values.pop("plugins") if isinstance(values.get("plugins"), dict) else {}
+    options = _plugin_options(path, top_plugins, nested)
+    if options:
+        values["extra"] = options
+    return values
+
+
+def _parse_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
-            data = tomllib.load(handle)
+            return tomllib.load(handle)
     except OSError as exc:
         raise SettingsError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
-    data = dict(data.get("locky", data))
-    if "plugins" in data and isinstance(data["plugins"], dict):
-        data["extra"] = data.pop("plugins")
-    return data
+
+
+def _plugin_options(path: Path, documented: dict[str, Any], nested: dict[str, Any]) -> dict[str, Any]:
+    """``[plugins.NAME]`` and ``[locky.plugins.NAME]`` tables as one mapping; the same
+    plugin configured differently in both is an error."""
+    for name, options in (*documented.items(), *nested.items()):
+        if not isinstance(options, dict):
+            raise SettingsError(f"config file {path}: plugins.{name} must be a table ([plugins.{name}])")
+    merged = dict(documented)
+    for name, options in nested.items():
+        if name in merged and merged[name] != options:
+            raise SettingsError(
+                f"config file {path}: plugin {name!r} is configured twice, differently, in [plugins.{name}]"
+                f" and [locky.plugins.{name}]: keep one ([plugins.{name}] is the documented form)"
+            )
+        merged[name] = options
+    return merged
 
 
 def _coerce(name: str, annotation: str, raw: Any) -> Any:

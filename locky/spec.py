@@ -71,6 +71,15 @@ ERROR_TEXT = {
     429: "Too many failed logins; retry after the given seconds.",
     503: "Storage is not answering.",
 }
+#: Locky's own scheme. Plugins add theirs in ``locky_swagger`` with
+#: ``spec.components.security_scheme(name, definition)``; every protected operation
+#: then lists each of them in its ``security`` (:func:`build`).
+BEARER = {
+    "type": "apiKey",
+    "name": "Authorization",
+    "in": "header",
+    "description": "Authorization: Bearer <access_token> from /public/users/login.",
+}
 STATUS_TEXT = {200: "OK", 201: "Created", 202: "Accepted", 204: "No content"}
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 #: What the HTTP server of ``locky serve`` answers itself, before the app sees the request
@@ -100,15 +109,8 @@ def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
         schemes=["http", "https"],
         consumes=["application/json"],
         produces=["application/json"],
-        securityDefinitions={
-            "Bearer": {
-                "type": "apiKey",
-                "name": "Authorization",
-                "in": "header",
-                "description": "Authorization: Bearer <access_token> from /public/users/login.",
-            }
-        },
     )
+    spec.components.security_scheme("Bearer", BEARER)
     # Our own field class: apispec cannot tell it is a date-time string without this.
     marshmallow.map_to_openapi_type(s.Timestamp, "string", "date-time")
     marshmallow.map_to_openapi_type(audit_schemas.Rfc3339, "string", "date-time")
@@ -119,18 +121,36 @@ def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
         {"type": "object", "additionalProperties": {"type": "string"},
          "description": "Each offending field mapped to one message."},
     )
+    protected: set[tuple[str, str]] = set()
     for route in routes:
         if route.in_spec:
             spec.path(path=route.spec_path, operations={op.method: _operation(route, op) for op in route.operations})
+            protected.update((route.spec_path, op.method) for op in route.operations if not op.public)
     if hook is not None:
         hook.locky_swagger(spec=spec, context=context)
     document = spec.to_dict()
+    schemes = list(document.get("securityDefinitions", {}))
     # After the plugins' hook, so that their operations list the server's answers too.
-    for item in document["paths"].values():
+    for path, item in document["paths"].items():
         for method, operation in item.items():
-            if method in HTTP_METHODS:
-                operation["responses"] = _with_server_errors(operation["responses"])
+            if method not in HTTP_METHODS:
+                continue
+            if (path, method) in protected:
+                _list_schemes(operation, schemes)
+            operation["responses"] = _with_server_errors(operation["responses"])
     return document
+
+
+def _list_schemes(operation: dict[str, Any], schemes: list[str]) -> None:
+    """A protected operation accepts every scheme in ``securityDefinitions``: Locky asks
+    every ``locky_authenticate`` plugin, then checks a bearer token, on every protected
+    request, so a scheme a plugin adds in ``locky_swagger`` is an alternative
+    (``security`` is a list of alternatives) wherever Bearer is."""
+    operation["security"] = [{name: []} for name in schemes]
+    challenge = operation["responses"].get("401", {}).get("headers", {}).get("WWW-Authenticate")
+    if challenge is not None and len(schemes) > 1:
+        others = ", ".join(name for name in schemes if name != "Bearer")
+        challenge["description"] = f"Bearer, or the challenge of the scheme used ({others})."
 
 
 def _ref(schema) -> Any:

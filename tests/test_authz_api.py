@@ -38,7 +38,7 @@ PERMISSIONS = "/v1/internal/authz/permissions"
 SUBJECTS = "/v1/internal/authz/subjects"
 SHIPPED = Path(__file__).resolve().parents[1] / "policies"
 
-UPPER_UUID = "ABCDEF01-ABCD-4ABC-8ABC-ABCDEF012345"  # a uuid4, but not lowercase
+BRACED_UUID = "{abcdef01-abcd-4abc-8abc-abcdef012345}"  # a uuid, but not in the canonical form
 USER_GLOBAL = {"role": "user", "scope": "global", "group_uuid": None}
 PERMISSION_KEYS = {"resource", "action", "scope", "group_uuid", "via"}
 USER_KEYS = {"id", "uuid", "created_at", "updated_at", "deleted_at", "name", "email", "email_verified",
@@ -366,7 +366,7 @@ def test_batch_unknown_top_level_field_is_400(locky_client, locky_user):
     "bad, key",
     [
         ({"user_uuid": "nope"}, "checks.3.user_uuid"),
-        ({"user_uuid": UPPER_UUID}, "checks.3.user_uuid"),
+        ({"user_uuid": BRACED_UUID}, "checks.3.user_uuid"),
         ({"user_uuid": 7}, "checks.3.user_uuid"),
         ({"resource": "Groups"}, "checks.3.resource"),
         ({"resource": ""}, "checks.3.resource"),
@@ -691,7 +691,7 @@ def test_bad_check_queries_are_field_maps(locky_client, locky_user, params, fiel
     [
         ({}, {"user_uuid"}),
         ({"user_uuid": "me"}, {"user_uuid"}),
-        ({"user_uuid": UPPER_UUID}, {"user_uuid"}),
+        ({"user_uuid": BRACED_UUID}, {"user_uuid"}),
         ({"user_uuid": NOBODY, "group_uuid": "g"}, {"group_uuid"}),
         ({"user_uuid": NOBODY, "group_uuid": ""}, {"group_uuid"}),
         ({"user_uuid": NOBODY, "resource": "groups"}, {"resource"}),

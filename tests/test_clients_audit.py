@@ -383,7 +383,7 @@ def test_unknown_ids_are_404(cli, root):
 
 def test_private_receivers_refused_by_default(cli, root, locky_app_factory, monkeypatch):
     """With the shipped default, a loopback URL is refused; example.com is accepted."""
-    strict = LiveServer(locky_app_factory(log_requests=False))
+    strict = LiveServer(locky_app_factory(log_requests=False, webhook_allow_private=False))
     try:
         monkeypatch.setenv("LOCKY_URL", strict.url)
         cli.login("admin", ADMIN_EMAIL)  # the same database: the same admin

@@ -5,7 +5,6 @@ names every hook, every provider slot and every example and contrib package."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
 from pathlib import Path
 
@@ -14,19 +13,12 @@ import pytest
 import locky
 from locky import hookspecs
 from locky.context import SLOTS
+from docs_generators import DOCS, load_generator
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
 REGENERATE = "run `python docs/gen_hooks.py` and commit docs/hooks.md"
 
 
-def load_generator():
-    spec = importlib.util.spec_from_file_location("gen_hooks", DOCS / "gen_hooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gen = load_generator()
+gen = load_generator("gen_hooks")
 HOOKS = gen.hooks()
 PAGE = (DOCS / "hooks.md").read_text()
 GUIDE = (DOCS / "plugins.md").read_text()

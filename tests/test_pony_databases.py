@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from locky.app import create_app
+from locky.errors import NotFound
 from locky.settings import SettingsError
 from locky.testing import ADMIN_EMAIL, PASSWORD, LockyClient, make_settings
 from locky.testing.databases import connect, engine
@@ -342,3 +343,36 @@ def test_sqlite_directory_is_created(tmp_path):
     path = tmp_path / "nested" / "dir" / "locky.sqlite"
     app_for(f"sqlite:///{path}").close()
     assert Path(path).exists()
+
+
+def test_updates_refuse_fields_storage_owns_or_the_record_lacks(database_url):
+    """``update`` changes a record's own fields only: an id, uuid, timestamp or unknown
+    name is the caller's mistake (``ValueError``), not an outage, and changes nothing."""
+    storage = PonyStorage(make_settings(database_url))
+    try:
+        storage.migrate()
+        user = storage.users.create(name="Ada", email="ada@example.com", password_hash="x" * 60)
+        for changes in ({"uuid": "0" * 8 + "-0000-4000-8000-" + "0" * 12}, {"deleted_at": None}, {"created_at": None},
+                        {"shoe_size": 44}, {"name": "Bea", "del_token": 7}):
+            with pytest.raises(ValueError):
+                storage.users.update(user.id, **changes)
+        assert storage.users.get(user.id) == user
+        group = storage.groups.create(name="engineers", description="", owner_uuid=user.uuid)
+        with pytest.raises(ValueError):
+            storage.groups.update(group.id, uuid=user.uuid)
+        assert storage.users.update(user.id, name="Bea").name == "Bea"
+    finally:
+        storage.close()
+
+
+def test_a_bool_is_not_an_id(database_url):
+    storage = PonyStorage(make_settings(database_url))
+    try:
+        storage.migrate()
+        user = storage.users.create(name="Ada", email="ada@example.com", password_hash="x" * 60)
+        assert user.id == 1 and storage.users.get(1) == user
+        assert storage.users.get(True) is None
+        with pytest.raises(NotFound):
+            storage.users.update(True, name="Bea")
+    finally:
+        storage.close()

@@ -6,7 +6,9 @@ server banner; without ``LOCKY_JWT_SECRET`` on SQLite a private ``<db>.secret`` 
 once and reused across restarts (tokens stay valid), while a PostgreSQL URL without a
 secret, or a secret under 32 bytes, refuses to start with a clear message; the login
 throttle holds across workers; ``locky spec`` prints the served document; and
-``locky grant-admin`` / ``revoke-admin`` take effect in the running workers at once."""
+``locky grant-admin`` / ``revoke-admin`` take effect in the running workers at once.
+Every line the server writes, Locky's and gunicorn's, is JSON (the access lines carry the
+client address), and ``locky serve --config FILE`` reads its settings from FILE."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from locky.testing.server import free_port, locky_server
+from locky.testing.server import ServerProcess, free_port, locky_server, stop
 
 pytestmark = pytest.mark.server
 
@@ -218,6 +220,74 @@ def test_one_json_log_line_per_request_without_secrets(server):
     for secret in (secret_password, tokens["access_token"], tokens["refresh_token"], forged,
                    tokens["access_token"].split(".")[2], "$2b$"):
         assert secret not in log, f"{secret[:12]}... is in the server log"
+
+
+def json_lines(text: str) -> list[dict]:
+    """Every line of a server's output as JSON (an assertion names the first that is not)."""
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise AssertionError(f"line {number} of the server's output is not JSON: {line!r}") from None
+        assert isinstance(record, dict), line
+        records.append(record)
+    return records
+
+
+def test_every_line_the_server_writes_is_json_with_the_client_address(server):
+    request_id = f"json-{uuid.uuid4().hex}"
+    assert server.request("GET", "/v1/public/health",
+                          headers={"X-Request-ID": request_id, "X-Forwarded-For": "203.0.113.9"})[0] == 200
+    record = access_lines(server, {request_id})[request_id]
+    # No trusted proxy is set: the address is the socket's, never the header's.
+    assert record["ip"] == "127.0.0.1", record
+    records = json_lines(server.log())
+    loggers = {r.get("logger") for r in records}
+    assert {"locky", "gunicorn.error"} <= loggers, loggers  # Locky's and gunicorn's lines alike
+    assert any("Booting worker" in r.get("message", "") for r in records)
+    assert all({"time", "level"} <= set(r) for r in records)
+
+
+def test_serve_reads_the_config_file_given_after_the_command(tmp_path, no_locky_env):
+    """``locky serve --config FILE``: the address, database and workers come from the
+    file, and plugin tables beside ``[locky]`` are fine; its output is JSON lines too."""
+    port = free_port()
+    config = tmp_path / "locky.toml"
+    config.write_text(f"""
+[locky]
+database_url = "sqlite:///{tmp_path / 'configured.sqlite'}"
+host = "127.0.0.1"
+port = {port}
+workers = 1
+bcrypt_rounds = 4
+mail_dir = "{tmp_path / 'mail'}"
+
+[plugins.example]
+colour = "blue"
+""")
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "locky.cli.main", "serve", "--config", str(config)],
+                                   cwd=tmp_path, env=clean_env(), stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    running = ServerProcess(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, running.log()
+            try:
+                if running.request("GET", "/v1/public/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, running.log()
+            time.sleep(0.1)
+        register_and_login(running, "configured@example.com")
+    finally:
+        stop(process)
+    assert (tmp_path / "configured.sqlite").exists()
+    json_lines(running.log())
 
 
 # -- the generated secret ------------------------------------------------------------------

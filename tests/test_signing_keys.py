@@ -636,6 +636,20 @@ def test_locky_keys_rotate_on_the_command_line(tmp_path, locky_database_url):
             assert call(server, "GET", ME, token=token).status == 200
 
 
+def test_a_changed_secret_stops_startup_with_a_message(tmp_path, locky_database_url):
+    """The signing keys are sealed with LOCKY_JWT_SECRET: another secret cannot open them,
+    and a command started with it says so in one line instead of a traceback."""
+    env = server_env(locky_database_url)
+    assert locky_cli("migrate", env=env, cwd=tmp_path).returncode == 0
+    assert locky_cli("keys", "rotate", env=env, cwd=tmp_path).returncode == 0
+    other = {**env, "LOCKY_JWT_SECRET": "another-secret-" + "x" * 40}
+    result = locky_cli("keys", "list", env=other, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "does not open with this LOCKY_JWT_SECRET" in result.stderr
+    assert "Traceback" not in result.stderr and other["LOCKY_JWT_SECRET"] not in result.stderr
+    assert locky_cli("keys", "list", env=env, cwd=tmp_path).returncode == 0  # the right secret still works
+
+
 @pytest.mark.parametrize("algorithm", ASYMMETRIC)
 def test_keys_older_than_the_rotation_days_are_rotated(app_client, locky_database_url, algorithm):
     first_app, first = app_client(jwt_algorithm=algorithm)

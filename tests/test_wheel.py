@@ -39,7 +39,7 @@ def _build_requirements_installed() -> bool:
     try:
         from importlib.metadata import version
 
-        return int(version("setuptools").split(".")[0]) >= 68 and bool(version("wheel"))
+        return int(version("setuptools").split(".")[0]) >= 77 and bool(version("wheel"))  # as pyproject.toml
     except Exception:
         return False
 
@@ -101,6 +101,18 @@ def test_every_asset_index_html_refers_to_is_in_the_wheel(wheel, names):
         assert f"locky/static/swagger/{asset}" in names, asset
 
 
+def test_the_wheel_holds_the_console_and_every_file_it_loads(wheel, names):
+    html = read(wheel, "locky/console/index.html")
+    assets = re.findall(r'(?:src|href)="/console/([^"]+)"', html)
+    assert "app.js" in assets and "console.css" in assets
+    modules = {"app.js"}
+    for module in sorted(modules):  # app.js imports every screen's module
+        modules.update(re.findall(r'from "\./([a-z]+\.js)"', read(wheel, f"locky/console/{module}")))
+    assert len(modules) > 5
+    for name in set(assets) | modules:
+        assert f"locky/console/{name}" in names, name
+
+
 @pytest.mark.parametrize("package", PLUGIN_PACKAGES)
 def test_the_wheel_holds_the_bundled_plugin_packages(names, package):
     assert f"{package}/__init__.py" in names
@@ -137,6 +149,8 @@ def test_the_unpacked_wheel_runs_on_its_own_files(unpacked, tmp_path):
     for line in where.stdout.split():
         assert Path(line).is_relative_to(unpacked), line  # not this checkout
 
+    migrate = _run_unpacked(unpacked, tmp_path, "-m", "locky.cli.main", "migrate")
+    assert migrate.returncode == 0, migrate.stderr
     check = _run_unpacked(unpacked, tmp_path, "-m", "locky.cli.main", "check")
     assert check.returncode == 0, check.stderr
     assert (tmp_path / "wheel.sqlite.secret").exists()
@@ -145,3 +159,14 @@ def test_the_unpacked_wheel_runs_on_its_own_files(unpacked, tmp_path):
     assert spec.returncode == 0, spec.stderr
     document = json.loads(spec.stdout)
     assert (document["info"]["title"], document["info"]["version"]) == ("Locky API", "1.0.0")
+
+
+def test_the_wheel_carries_the_licence(wheel, names):
+    """``project.license`` is the SPDX expression and LICENSE ships in the dist-info (PEP 639)."""
+    licences = [n for n in names if re.fullmatch(r"locky-1\.0\.0\.dist-info/licenses/LICENSE", n)]
+    assert licences, sorted(n for n in names if ".dist-info/" in n)
+    assert read(wheel, licences[0]) == (ROOT / "LICENSE").read_text()
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    text = read(wheel, metadata)
+    assert "License-Expression: Apache-2.0" in text
+    assert "License-File: LICENSE" in text

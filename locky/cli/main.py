@@ -5,50 +5,74 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 
+from locky.cli import check as checks
 from locky.cli import policy as policy_cli
+from locky.clients.commands import version
 from locky.settings import Settings, SettingsError
+
+#: Commands that read or change an existing database: on a SQLite file that does not
+#: exist they stop instead of creating one (``serve`` and ``migrate`` create it).
+NEEDS_DATABASE = frozenset({"grant-admin", "revoke-admin", "unlock", "keys", "audit"})
+CONFIG_HELP = "a TOML settings file ([locky] and [plugins.NAME] tables; also LOCKY_CONFIG)"
+
+
+def _config_option() -> argparse.ArgumentParser:
+    """``--config`` for each command that reads settings, so it may follow the command
+    (``locky serve --config locky.toml``); given before the command, it works too."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_HELP)
+    return parent
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="locky", description="Locky access-management service.")
-    parser.add_argument("--version", action="version", version="locky 1.0.0")
-    parser.add_argument("--config", help="a TOML settings file (also LOCKY_CONFIG)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"locky {version()}",
+                        help="print the version and exit")
+    parser.add_argument("--config", metavar="PATH", help=CONFIG_HELP)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
+    config = [_config_option()]
 
-    serve = sub.add_parser("serve", help="run the service (multi-process)")
+    serve = sub.add_parser("serve", help="run the service (multi-process)", parents=config)
     serve.add_argument("--host", help="address to listen on (LOCKY_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (LOCKY_PORT, default 8080)")
     serve.add_argument("--workers", type=int, help="worker processes (default 2)")
 
-    sub.add_parser("spec", help="print the Swagger 2.0 document")
+    sub.add_parser("spec", help="print the Swagger 2.0 document (reads no database)", parents=config)
 
     for name, text in (("grant-admin", "make a registered user an admin"),
                        ("revoke-admin", "take the admin grant back")):
-        command = sub.add_parser(name, help=text)
-        command.add_argument("email")
+        command = sub.add_parser(name, help=text, parents=config)
+        command.add_argument("email", help="the user's email address")
 
-    unlock = sub.add_parser("unlock", help="clear an account's failed logins (ends its login lockout)")
-    unlock.add_argument("email")
+    unlock = sub.add_parser("unlock", help="clear an account's failed logins (ends its login lockout)",
+                            parents=config)
+    unlock.add_argument("email", help="the user's email address")
 
-    migrate = sub.add_parser("migrate", help="bring the database schema to this version of Locky")
+    migrate = sub.add_parser("migrate", help="bring the database schema to this version of Locky", parents=config)
     migrate.add_argument("--dry-run", action="store_true",
                          help="print the steps and their SQL without changing anything")
 
     keys = sub.add_parser("keys", help="the token-signing keys (ES256, EdDSA, RS256)")
-    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
-    keys_sub.add_parser("rotate", help="make a new active signing key (tokens signed before stay valid)")
-    keys_sub.add_parser("list", help="list the stored keys: kid, algorithm, made, retired")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION", help="what to do")
+    keys_sub.add_parser("rotate", help="make a new active signing key (tokens signed before stay valid)",
+                        parents=config)
+    keys_sub.add_parser("list", help="list the stored keys: kid, algorithm, made, retired", parents=config)
 
     trail = sub.add_parser("audit", help="the audit trail")
-    trail_sub = trail.add_subparsers(dest="audit_command", required=True, metavar="ACTION")
-    prune = trail_sub.add_parser("prune", help="delete audit events older than some days (the only way one goes)")
+    trail_sub = trail.add_subparsers(dest="audit_command", required=True, metavar="ACTION", help="what to do")
+    prune = trail_sub.add_parser("prune", help="delete audit events older than some days (the only way one goes)",
+                                 parents=config)
     prune.add_argument("--older-than", type=_days, metavar="DAYS",
                        help="age in days (default: LOCKY_AUDIT_RETENTION_DAYS, 365)")
 
-    sub.add_parser("plugins", help="list the loaded plugins and where they come from")
-    sub.add_parser("check", help="check settings, database, policy files and plugins, then exit")
+    sub.add_parser("plugins", help="list the loaded plugins and where they come from (reads no database)",
+                   parents=config)
+    sub.add_parser("check", help="check settings, plugins, policy files and database, say what was checked,"
+                   " then exit", parents=config)
     policy_cli.add_parser(sub)
     return parser
 
@@ -57,16 +81,21 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "policy":  # offline: no settings, no database
         return policy_cli.run(args)
-    from locky.cli.server import configure_logging
+    from locky.cli.logs import configure_logging
 
     configure_logging()
     try:
         overrides = {k: getattr(args, k, None) for k in ("host", "port", "workers")}
         settings = Settings.load(config=args.config, **{k: v for k, v in overrides.items() if v is not None})
+        if args.command in NEEDS_DATABASE:
+            checks.require_database(settings)  # a mistyped path is an error, not a new database
         return COMMANDS[args.command](settings, args)
     except SettingsError as exc:
         print(f"locky: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `locky spec | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
 
 
 def _serve(settings, args) -> int:
@@ -87,11 +116,14 @@ def _with_app(settings, work) -> int:
 
 
 def _spec(settings, args) -> int:
+    """Print the Swagger document of an app built on an in-memory database: the routes
+    come from the plugins, not from the data, and nothing is written to disk."""
     def work(app):
         print(json.dumps(app.swagger, indent=2))
         return 0
 
-    return _with_app(settings, work)
+    logging.getLogger("locky").setLevel(logging.WARNING)  # the in-memory schema and key are no news
+    return _with_app(settings.replace(database_url=checks.IN_MEMORY), work)
 
 
 def _live_user(storage, email: str):
@@ -116,6 +148,10 @@ def _admin(grant: bool):
                 if changed:
                     app.context.audit.record(audit.ADMIN_GRANTED if grant else audit.ADMIN_REVOKED, target_type="user",
                                              target_uuid=user.uuid, details={"email": user.email, "via": "command line"})
+            if not grant and _admin_by_setting(settings, user):
+                if changed:
+                    print(f"{user.email}: the admin grant stored in the database is taken back")
+                return 1
             verb = "is now an admin" if grant else "is no longer an admin"
             print(f"{user.email} {verb}" if changed else f"{user.email}: nothing to change")
             return 0
@@ -123,6 +159,18 @@ def _admin(grant: bool):
         return _with_app(settings, work)
 
     return command
+
+
+def _admin_by_setting(settings, user) -> bool:
+    """Whether LOCKY_ADMIN_EMAILS names ``user``'s email, after saying so on stderr: that
+    setting, not a grant in the database, makes the account an admin, so revoking cannot."""
+    if user.email.lower() not in {e.strip().lower() for e in settings.admin_emails}:
+        return False
+    when = "" if user.email_verified else " once it verifies its address"
+    print(f"locky: {user.email} stays an admin{when}: the admin is held by the LOCKY_ADMIN_EMAILS setting,"
+          " not by a grant revoke-admin can take back; remove the email from LOCKY_ADMIN_EMAILS and"
+          " restart Locky", file=sys.stderr)
+    return True
 
 
 def _unlock(settings, args) -> int:
@@ -147,6 +195,11 @@ def _migrate(settings, args) -> int:
     from locky.plugins import build_plugin_manager
     from locky.registry import ProviderError, Registry
 
+    path = settings.sqlite_path
+    if args.dry_run and path is not None and not path.exists():
+        # A dry run writes nothing: the steps of a new database, shown on one in memory.
+        print(f"locky: no database at {path} yet; `locky migrate` would create it")
+        settings = settings.replace(database_url=checks.IN_MEMORY)
     context = Context(settings, build_plugin_manager(settings))
     registry = Registry("storage")
     context.hook.locky_register_storage(registry=registry)
@@ -206,30 +259,42 @@ def _keys(settings, args) -> int:
 
 
 def _plugins(settings, args) -> int:
-    from locky.plugins import describe
+    """List the plugins and each slot's providers from the plugin manager alone: no
+    provider is built, so no database or secret file is opened or made."""
+    from locky.plugins import build_plugin_manager, describe
 
-    def work(app):
-        context = app.context
-        for row in describe(context.pm):
-            origin = row["distribution"] or row["file"] or "(object)"
-            print(f"{row['name']:<28} {origin}")
-            if row["hooks"]:
-                print(f"{'':<28}   hooks: {', '.join(row['hooks'])}")
-        for slot, registry in context.registries.items():
-            chosen = getattr(settings, slot)
-            names = ", ".join(f"{n}{'*' if n == chosen else ''}" for n in registry.names())
-            print(f"{slot:<28} {names}   (* = in use)")
-        return 0
-
-    return _with_app(settings, work)
+    pm = build_plugin_manager(settings)
+    for row in describe(pm):
+        origin = row["distribution"] or row["file"] or "(object)"
+        print(f"{row['name']:<28} {origin}")
+        if row["hooks"]:
+            print(f"{'':<28}   hooks: {', '.join(row['hooks'])}")
+    for slot, registry in checks.registries(settings, pm).items():
+        chosen = getattr(settings, slot)
+        names = ", ".join(f"{n}{'*' if n == chosen else ''}" for n in registry.names())
+        print(f"{slot:<28} {names}   (* = in use)")
+    return 0
 
 
 def _check(settings, args) -> int:
+    """Check plugins, secret, policy and database in that order (a missing SQLite file
+    is an error, not a new database; an older schema is reported, not upgraded); print
+    what was checked."""
+    from locky.plugins import build_plugin_manager
+
+    checks.registries(settings, build_plugin_manager(settings))
+    checks.check_secret(settings)
+    checks.check_policy(settings)
+    checks.require_database(settings)
+
     def work(app):
+        for line in checks.report(app, settings):
+            print(line)
         print(f"locky: settings, database, policy files and {len(app.routes)} routes are in order")
         return 0
 
-    return _with_app(settings, work)
+    # A check reads: a schema behind this release is reported (run `locky migrate`), not upgraded.
+    return _with_app(settings.replace(auto_migrate=False), work)
 
 
 def _days(text: str) -> int:

@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
         "policy", help="check, test and compare policy files (offline)",
         description="Policy tooling: works on policy directories (model.conf, policy.csv) only;"
                     " no settings, no database.")
-    commands = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    commands = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION", help="what to do")
 
     check = commands.add_parser(
         "check", help="load a policy and report unknown roles, duplicate lines and lines that never match",
@@ -53,8 +53,8 @@ def add_parser(sub) -> None:
     diff = commands.add_parser(
         "diff", help="list every role x scope x resource x action that gains (+) or loses (-) access",
         epilog=EPILOG["diff"])
-    diff.add_argument("old", metavar="OLD_DIR")
-    diff.add_argument("new", metavar="NEW_DIR")
+    diff.add_argument("old", metavar="OLD_DIR", help="the policy directory before the change")
+    diff.add_argument("new", metavar="NEW_DIR", help="the policy directory after the change")
     diff.add_argument("--exit-code", action="store_true",
                       help="exit 1 when there are differences, 2 on errors (like diff(1))")
 

@@ -4,26 +4,26 @@ requests on a few threads each."""
 from __future__ import annotations
 
 import logging
-import sys
 
+from gunicorn.glogging import Logger
+
+from locky.cli.logs import JsonFormatter, configure_logging
 from locky.settings import Settings
 
+__all__ = ["GunicornLogger", "configure_logging", "serve"]
 log = logging.getLogger("locky")
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """JSON access lines as they are; other records with a short prefix; on stderr."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    access = logging.getLogger("locky.access")
-    access.handlers[:] = [handler]
-    access.propagate = False
-    access.setLevel(level)
-    other = logging.StreamHandler(sys.stderr)
-    other.setFormatter(logging.Formatter("locky %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("locky")
-    root.handlers[:] = [other]
-    root.setLevel(level)
+class GunicornLogger(Logger):
+    """gunicorn's logger whose handlers write :class:`~locky.cli.logs.JsonFormatter`
+    lines (boot, worker and error messages), so ``locky serve`` speaks one format."""
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        formatter = JsonFormatter()
+        for handlers in (self.error_log.handlers, self.access_log.handlers):
+            for handler in handlers:
+                handler.setFormatter(formatter)
 
 
 def serve(settings: Settings) -> None:
@@ -52,6 +52,7 @@ def serve(settings: Settings) -> None:
             # worker is killed only well after that.
             self.cfg.set("timeout", max(30, settings.db_timeout * 6))
             self.cfg.set("accesslog", None)
+            self.cfg.set("logger_class", "locky.cli.server.GunicornLogger")  # JSON lines, as Locky's
             self.cfg.set("graceful_timeout", 10)
             # gunicorn's 8190-byte default would answer an oversized Authorization header
             # with its own HTML 431; this lets it reach the app, which answers the

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .commands import Context, add_command, add_group
+from .commands import Context, add_command, add_group, add_version
 from .record_commands import INTERNAL, PRIVATE, paged
 
 AUDIT = f"{INTERNAL}/audit"
@@ -78,6 +78,7 @@ def webhooks_replay(ctx: Context, args: argparse.Namespace) -> None:
 _CREATE_COMMON = argparse.ArgumentParser(add_help=False)
 _CREATE_COMMON.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                             help="print the server's JSON (sorted keys) instead of tables")
+add_version(_CREATE_COMMON)
 
 
 def _paging(parser: argparse.ArgumentParser) -> None:

@@ -1,8 +1,8 @@
 """Plumbing shared by the three clients: parsers, the per-run context, error reporting.
 
 :func:`new_parser` makes a top-level parser with ``--url``, ``--json`` and
-``--version``; :func:`add_command` adds a sub-command that accepts ``--url`` and
-``--json`` too, so options work before or after the command words. :func:`run`
+``--version``; :func:`add_command` adds a sub-command that accepts ``--url``,
+``--json`` and ``--version`` too, so options work before or after the command words. :func:`run`
 parses, dispatches to the command's handler and turns every failure into one
 ``error: ...`` line on stderr and a non-zero exit status, never a traceback.
 
@@ -145,8 +145,26 @@ class Context:
         return answer
 
 
+class VersionAction(argparse.Action):
+    """``--version`` at any level: prints ``PROG VERSION`` (the client's name, not the
+    sub-command's) on stdout and exits 0."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser._print_message(f"{parser.prog.split()[0]} {version()}\n", sys.stdout)
+        parser.exit()
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    """``--version`` on ``parser`` (each command has it; see :class:`VersionAction`)."""
+    parser.add_argument("--version", action=VersionAction, help="print the client's version and exit")
+
+
 def _common(suppress: bool) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
+    add_version(common)
     default: Any = argparse.SUPPRESS
     common.add_argument(
         "--url",
@@ -175,15 +193,16 @@ def new_parser(prog: str, description: str, epilog: str | None = None) -> tuple[
         parents=[_common(suppress=False)],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND", required=True,
+                                     help="what to do (COMMAND --help for its options)")
     return parser, commands
 
 
 def add_group(commands: Any, name: str, help: str) -> Any:
     """A command word with sub-commands of its own (``users list``)."""
     parser = commands.add_parser(name, help=help, description=help, parents=[_SUB_COMMON])
-    return parser.add_subparsers(title="commands", dest=f"{name}_command", metavar="COMMAND", required=True)
+    return parser.add_subparsers(title="commands", dest=f"{name}_command", metavar="COMMAND", required=True,
+                                 help="what to do (COMMAND --help for its options)")
 
 
 def add_command(commands: Any, name: str, help: str, handler: Handler, **kwargs: Any) -> argparse.ArgumentParser:

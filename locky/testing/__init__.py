@@ -18,11 +18,15 @@ Fixtures:
   a :class:`MailBox` over it and ``locky_client.verify(email)`` proves an address with
   the code sent to it.
 - ``locky_app_factory``: ``make(plugin_objects=None, **settings)`` builds more apps in one test
-  (on the test's database unless ``database_url`` is given), closed after it: two apps
-  on one database stand for two hosts, or for a restart with other settings.
+  from the test's ``locky_settings`` with ``settings`` on top (on the test's database
+  unless ``database_url`` is given), closed after it: two apps on one database stand
+  for two hosts, or for a restart with other settings.
 
-The storage contract suite for storage plugins is
-:class:`locky.testing.storage_contract.StorageContract`.
+Contract suites, one per provider slot, for plugin authors to subclass in their tests:
+:class:`locky.testing.storage_contract.StorageContract`,
+:class:`locky.testing.authorizer_contract.AuthorizerContract`,
+:class:`locky.testing.token_backend_contract.TokenBackendContract` and
+:class:`locky.testing.password_hasher_contract.PasswordHasherContract`.
 """
 
 from __future__ import annotations
@@ -190,21 +194,20 @@ def locky_admin(locky_client) -> Account:
 
 
 @pytest.fixture
-def locky_app_factory(locky_database_url, locky_plugins, locky_mail_dir) -> Iterator[Any]:
+def locky_app_factory(locky_settings, locky_plugins) -> Iterator[Any]:
     """``make(plugin_objects=None, **settings) -> LockyApp``: more apps for one test.
 
-    Settings are :func:`make_settings` with ``settings`` applied (``database_url``
-    defaults to the test's database; ``plugins=("module",)`` loads plugin modules by
-    name, as ``LOCKY_PLUGINS`` does); ``plugin_objects`` defaults to ``locky_plugins``.
-    Every app made is closed after the test, newest first.
+    Each app's settings are the test's ``locky_settings`` (so an override of that
+    fixture holds for these apps too) with ``settings`` applied on top: the same
+    database unless ``database_url`` is given, ``plugins=("module",)`` loads plugin
+    modules by name, as ``LOCKY_PLUGINS`` does. ``plugin_objects`` defaults to
+    ``locky_plugins``. Every app made is closed after the test, newest first.
     """
     apps: list[LockyApp] = []
 
     def make(plugin_objects: Any = None, **overrides: Any) -> LockyApp:
-        database_url = overrides.pop("database_url", locky_database_url)
-        overrides.setdefault("mail_dir", locky_mail_dir)
-        app = create_app(make_settings(database_url, **overrides),
-                         plugins=locky_plugins if plugin_objects is None else plugin_objects)
+        settings = locky_settings.replace(**overrides) if overrides else locky_settings
+        app = create_app(settings, plugins=locky_plugins if plugin_objects is None else plugin_objects)
         apps.append(app)
         return app
 

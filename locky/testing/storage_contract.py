@@ -13,6 +13,18 @@ return an *empty* storage (a fresh one for every test)::
             yield storage
             storage.close()
 
+Uniqueness and the login throttle must also hold across processes sharing one
+database (every worker of ``locky serve --workers``, every host). Override
+``storage_factory`` to return a *picklable* callable that opens your storage on the
+database ``storage`` uses (a module-level function, or ``functools.partial`` of one);
+the suite calls it in processes of their own (``multiprocessing``, ``spawn``) and races
+them. A storage that lives in one process only (in memory) keeps the default ``None``,
+and those tests skip::
+
+        @pytest.fixture
+        def storage_factory(self, tmp_path):
+            return functools.partial(open_my_storage, f"sqlite:///{tmp_path / 'contract.sqlite'}")
+
 The suite speaks only the ``Storage`` protocol: records in and out are
 :mod:`locky.records` dataclasses and errors are :mod:`locky.errors`.
 """
@@ -22,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import multiprocessing
 import re
 import threading
 import time
@@ -89,6 +102,104 @@ def run_together(count: int, call: Callable[[int], Any]) -> list[Any]:
         return list(pool.map(one, range(count)))
 
 
+# -- across processes ----------------------------------------------------------------------
+
+#: How many processes race, and how many times.
+PROCESSES = 4
+ROUNDS = 5
+PROCESS_TIMEOUT = 180
+
+
+def _outcome(call: Callable[[], Any]) -> tuple:
+    """What a raced call did, as picklable data: ``("created", id)`` for a record,
+    ``("conflict", fields)``, ``("error", text)`` for any other exception, else
+    ``("value", result)``."""
+    try:
+        result = call()
+    except Conflict as exc:
+        return ("conflict", dict(exc.fields))
+    except Exception as exc:  # reported to the parent, which fails the test with it
+        return ("error", f"{type(exc).__name__}: {exc}")
+    if hasattr(result, "id") and hasattr(result, "uuid"):
+        return ("created", result.id)
+    return ("value", result)
+
+
+def _race_worker(factory, job, args, rounds, barrier, results, index) -> None:
+    """One racing process: open the storage, then run ``job`` once per round, every
+    process released together by ``barrier``."""
+    try:
+        storage = factory()
+    except Exception as exc:
+        results.put((index, [("error", f"opening the storage: {type(exc).__name__}: {exc}")]))
+        barrier.abort()
+        return
+    outcomes = []
+    try:
+        for round_ in range(rounds):
+            try:
+                barrier.wait(timeout=PROCESS_TIMEOUT)
+            except threading.BrokenBarrierError:
+                outcomes.append(("error", "another process failed"))
+                break
+            outcomes.append(_outcome(lambda: job(storage, round_, index, *args)))
+    finally:
+        results.put((index, outcomes))
+        try:
+            storage.close()
+        except Exception:
+            pass
+
+
+def race_in_processes(factory: Callable[[], Storage], job: Callable[..., Any], *args: Any,
+                      processes: int = PROCESSES, rounds: int = ROUNDS) -> list[list[tuple]]:
+    """Run ``job(storage, round, index, *args)`` in ``processes`` processes (``spawn``),
+    each on a storage of its own from ``factory()``, all released together each round.
+    Returns, per round, every process's :func:`_outcome`. ``factory``, ``job`` and
+    ``args`` must be picklable (module-level functions)."""
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(processes)
+    results = context.Queue()
+    workers = [context.Process(target=_race_worker, args=(factory, job, args, rounds, barrier, results, i),
+                               daemon=True) for i in range(processes)]
+    for worker in workers:
+        worker.start()
+    try:
+        collected = dict(results.get(timeout=PROCESS_TIMEOUT) for _ in workers)
+    finally:
+        for worker in workers:
+            worker.join(timeout=30)
+            if worker.is_alive():
+                worker.kill()
+    errors = [o for outcomes in collected.values() for o in outcomes if o[0] == "error"]
+    assert not errors, errors
+    assert all(len(outcomes) == rounds for outcomes in collected.values()), collected
+    return [[collected[i][r] for i in range(processes)] for r in range(rounds)]
+
+
+def assert_one_created_per_round(rounds: list[list[tuple]], conflict: dict[str, str]) -> None:
+    """Each round created exactly one record; every other process got ``conflict``."""
+    for number, outcomes in enumerate(rounds):
+        created = [o for o in outcomes if o[0] == "created"]
+        assert len(created) == 1, f"round {number}: {len(created)} records created: {outcomes}"
+        assert all(o == ("conflict", conflict) for o in outcomes if o[0] != "created"), outcomes
+
+
+def register_in_race(storage, round_: int, index: int):
+    """A racing process registers ``race<round>@example.com`` (odd processes in upper case)."""
+    email = f"race{round_}@example.com"
+    return storage.users.create(name=f"racer {index}", email=email.upper() if index % 2 else email,
+                                password_hash="$2b$04$" + "x" * 53)
+
+
+def create_group_in_race(storage, round_: int, index: int, owner_uuid: str):
+    return storage.groups.create(name=f"racers {round_}", description="", owner_uuid=owner_uuid)
+
+
+def hit_in_race(storage, round_: int, index: int, limit: int):
+    return [storage.throttle.hit(f"race{round_}@example.com", limit=limit, window=60) for _ in range(2)]
+
+
 class StorageContract:
     """The tests every storage provider must pass. Override :meth:`storage`."""
 
@@ -96,6 +207,20 @@ class StorageContract:
     def storage(self) -> Storage:
         """An empty storage; subclasses override this fixture."""
         pytest.fail("a StorageContract subclass must override the `storage` fixture", pytrace=False)
+
+    @pytest.fixture
+    def storage_factory(self) -> Callable[[], Storage] | None:
+        """A picklable callable that opens this storage on the database ``storage`` uses,
+        in another process; ``None`` (the default) for a storage that lives in one
+        process only: the cross-process tests then skip. Subclasses override it."""
+        return None
+
+    @pytest.fixture
+    def other_processes(self, storage_factory) -> Callable[[], Storage]:
+        if storage_factory is None:
+            pytest.skip("this storage lives in one process (storage_factory is None): nothing to share across"
+                        " processes")
+        return storage_factory
 
     @pytest.fixture(autouse=True)
     def _migrated(self, request):
@@ -230,6 +355,15 @@ class StorageContract:
         assert all(c.fields == {"email": "Already registered."} for c in conflicts)
         assert storage.users.count(email="race@example.com") == 1
 
+    def test_registrations_racing_across_processes(self, storage, other_processes):
+        """Processes of their own (as workers and hosts are) register one email at the
+        same moment, in varying case: exactly one succeeds each time. A check-then-insert
+        guarded by a lock of one process fails this; a unique index holds."""
+        rounds = race_in_processes(other_processes, register_in_race)
+        assert_one_created_per_round(rounds, {"email": "Already registered."})
+        for number in range(len(rounds)):
+            assert storage.users.count(email=f"race{number}@example.com") == 1
+
     def test_user_update(self, storage):
         user = self.user(storage)
         time.sleep(0.002)
@@ -336,6 +470,28 @@ class StorageContract:
         assert storage.users.count(email=None) == 1
         assert len(storage.users.list(email=None).items) == 1
 
+    def test_unknown_filters_are_a_value_error(self, seeded):
+        owner = self.user(seeded)
+        self.group(seeded, owner)
+        for store, name in ((seeded.users, "name"), (seeded.groups, "description"), (seeded.members, "id"),
+                            (seeded.roles, "builtin"), (seeded.users, "emial")):
+            with pytest.raises(ValueError):
+                store.list(**{name: "x"})
+            with pytest.raises(ValueError):
+                store.count(**{name: "x"})
+
+    def test_none_in_updates_changes_nothing(self, seeded):
+        user = self.user(seeded)
+        assert seeded.users.update(user.id, name=None, email=None, password_hash=None) == user
+        changed = seeded.users.update(user.id, name="Ada L.", email=None)
+        assert (changed.name, changed.email) == ("Ada L.", user.email)
+        group = self.group(seeded, user)
+        assert seeded.groups.update(group.id, name=None, description=None) == group
+        assert seeded.groups.update(group.id, name=None, description="new").name == "engineers"
+        role = seeded.roles.create(name="auditor", description="Reads", permissions=(Permission("r", "read"),))
+        kept = seeded.roles.update(role.id, name=None, description=None, permissions=None)
+        assert (kept.name, kept.description, kept.permissions) == (role.name, role.description, role.permissions)
+
     # -- groups -----------------------------------------------------------------
 
     def test_group_create_makes_the_owner_a_member(self, seeded):
@@ -359,7 +515,7 @@ class StorageContract:
         group = self.group(storage, owner)
         with pytest.raises(Conflict) as caught:
             self.group(storage, owner)
-        assert list(caught.value.fields) == ["name"]
+        assert caught.value.fields == {"name": "Already exists."}
         storage.groups.delete(group.id)
         again = self.group(storage, owner)
         assert storage.groups.list(name="engineers").items == [again]
@@ -377,6 +533,13 @@ class StorageContract:
         assert all(list(r.fields) == ["name"] for r in results if not isinstance(r, Group)), results
         assert storage.groups.count(name="racers") == 1
 
+    def test_group_names_racing_across_processes(self, storage, other_processes):
+        owner = self.user(storage)
+        rounds = race_in_processes(other_processes, create_group_in_race, owner.uuid)
+        assert_one_created_per_round(rounds, {"name": "Already exists."})
+        for number in range(len(rounds)):
+            assert storage.groups.count(name=f"racers {number}") == 1
+
     def test_group_update(self, storage):
         owner = self.user(storage)
         group = self.group(storage, owner)
@@ -385,8 +548,9 @@ class StorageContract:
         updated = storage.groups.update(group.id, name="builders", description="")
         assert (updated.name, updated.description) == ("builders", "")
         assert updated.updated_at > group.updated_at
-        with pytest.raises(Conflict):
+        with pytest.raises(Conflict) as caught:
             storage.groups.update(other.id, name="builders")
+        assert caught.value.fields == {"name": "Already exists."}
         with pytest.raises(NotFound):
             storage.groups.update(other.id + 1000, name="x")
 
@@ -497,7 +661,7 @@ class StorageContract:
         member = seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="member")
         with pytest.raises(Conflict) as caught:
             seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="viewer")
-        assert list(caught.value.fields) == ["user_uuid"]
+        assert caught.value.fields == {"user_uuid": "Already a member of this group."}
         seeded.members.delete(member.id)
         assert seeded.members.role_of(bob.uuid, group.uuid) is None
         again = seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="viewer")
@@ -610,7 +774,7 @@ class StorageContract:
         assert seeded.roles.custom_permissions() == {"auditor": permissions}
         with pytest.raises(Conflict) as caught:
             seeded.roles.create(name="auditor", description="", permissions=())
-        assert list(caught.value.fields) == ["name"]
+        assert caught.value.fields == {"name": "Already exists."}
 
         revision = seeded.revision()
         updated = seeded.roles.update(role.id, description="Audits", permissions=(Permission("*", "read"),))
@@ -838,6 +1002,17 @@ class StorageContract:
         results = run_together(8, lambda i: storage.throttle.hit("race@example.com", limit=5, window=60))
         assert results.count(None) == 5, results
         assert all(isinstance(r, int) for r in results if r is not None), results
+
+    def test_throttle_counts_across_processes(self, storage, other_processes):
+        """Failed logins counted by several processes at once: the lock comes after
+        exactly ``limit`` attempts, whichever processes made them."""
+        limit = 3
+        rounds = race_in_processes(other_processes, hit_in_race, limit)
+        for number, outcomes in enumerate(rounds):
+            hits = [hit for kind, value in outcomes for hit in value]
+            assert hits.count(None) == limit, (number, outcomes)
+            assert all(isinstance(h, int) and h >= 1 for h in hits if h is not None), (number, outcomes)
+            assert storage.throttle.reset(f"race{number}@example.com") is True
 
     # -- grants -----------------------------------------------------------------
 

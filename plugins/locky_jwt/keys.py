@@ -33,7 +33,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from locky.records import SigningKey
-from locky.sealing import Sealer
+from locky.registry import ProviderError
+from locky.sealing import Sealer, SealError
 
 log = logging.getLogger("locky.keys")
 
@@ -150,7 +151,12 @@ class SigningKeys:
                           private_key=self.sealer.seal(pem, kid), created_at=utcnow())
 
     def _private(self, record: SigningKey):
-        pem = self.sealer.open(record.private_key, record.kid)
+        try:
+            pem = self.sealer.open(record.private_key, record.kid)
+        except SealError:
+            raise ProviderError(
+                f"signing key {record.kid} does not open with this LOCKY_JWT_SECRET: the secret is not"
+                " the one the keys were sealed with; start with that secret (docs/operating.md)") from None
         return serialization.load_pem_private_key(pem.encode(), password=None)
 
     # -- verifying and publishing ------------------------------------------------------

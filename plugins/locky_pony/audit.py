@@ -16,6 +16,7 @@ from locky.webhook_patterns import selects
 
 from .guard import transaction
 from .lifecycle import _skip_locked
+from .reads import is_id
 
 
 def audit_record(row) -> AuditEvent:
@@ -100,7 +101,7 @@ class WebhookStore:
 
     @transaction
     def get(self, id: int) -> Webhook | None:
-        row = self.e.Webhook.get(id=id) if isinstance(id, int) else None
+        row = self.e.Webhook.get(id=id) if is_id(id) else None
         return webhook_record(row) if row is not None else None
 
     @transaction
@@ -116,7 +117,7 @@ class WebhookStore:
 
     @transaction
     def delete(self, id: int) -> Webhook | None:
-        row = self.e.Webhook.get_for_update(id=id) if isinstance(id, int) else None
+        row = self.e.Webhook.get_for_update(id=id) if is_id(id) else None
         if row is None:
             return None
         record = webhook_record(row)
@@ -172,7 +173,7 @@ class DeliveryStore:
 
     @transaction
     def get(self, id: int) -> Delivery | None:
-        row = self.e.Delivery.get(id=id) if isinstance(id, int) else None
+        row = self.e.Delivery.get(id=id) if is_id(id) else None
         return delivery_record(row) if row is not None else None
 
     @transaction

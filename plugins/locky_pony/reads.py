@@ -25,6 +25,11 @@ from .reader import Reader, Statement
 MAX_ID = 2**63 - 1
 
 
+def is_id(value: Any) -> bool:
+    """Whether ``value`` can name a row: an ``int`` (not a ``bool``) from 1 to MAX_ID."""
+    return type(value) is int and 0 < value <= MAX_ID
+
+
 def _datetime(value):
     if value is None or isinstance(value, datetime):
         return value
@@ -106,7 +111,7 @@ class RecordReads:
 
     def get(self, id: int):
         """The live record with this id, or ``None``."""
-        if not isinstance(id, int) or not 0 < id <= MAX_ID:
+        if not is_id(id):
             return None
         rows = self.reader.select(self.by_id, (int(id),))
         return self.columns.build(rows[0]) if rows else None

@@ -37,10 +37,12 @@ from locky.records import Group, Member, Page, Permission, Role, User
 
 from .guard import integrity_errors, transaction
 from .reader import Reader
-from .reads import MAX_ID, RecordReads, column
+from .reads import RecordReads, column, is_id
 
 #: The role a group's creator gets; a group keeps at least one live member holding it.
 OWNER = "owner"
+#: Fields of every record that only storage writes: ``update`` refuses them.
+STORAGE_OWNED = frozenset({"id", "uuid", "created_at", "updated_at", "deleted_at", "del_token"})
 
 
 def utcnow() -> datetime:
@@ -129,10 +131,16 @@ class Collection:
 
     # -- writes ------------------------------------------------------------------------
 
+    def updatable(self) -> frozenset[str]:
+        """The fields ``update`` may change: the entity's own columns, less those storage
+        keeps itself (ids, uuid, timestamps, the delete token)."""
+        columns = {a.name for a in self.entity._attrs_ if not a.is_collection and not a.is_relation}
+        return frozenset(columns - STORAGE_OWNED)
+
     def _live(self, id: int):
         """The live row ``id``, locked for the rest of the transaction (see the module's
         docstring: every write locks the row it changes before it reads anything)."""
-        if not isinstance(id, int) or not 0 < id <= MAX_ID:
+        if not is_id(id):
             return None
         row = self.entity.get_for_update(id=id)
         return row if row is not None and row.del_token == 0 else None
@@ -158,6 +166,9 @@ class Collection:
         """Cascade a delete inside the same transaction."""
 
     def _update(self, id: int, changes: dict[str, Any], unique_field: str, conflict_message: str):
+        unknown = set(changes) - self.updatable()
+        if unknown:  # a field the record lacks, or one storage owns (id, uuid, timestamps)
+            raise ValueError(f"cannot update field(s): {', '.join(sorted(unknown))}")
         row = self._live_or_404(id)
         changed = {k: v for k, v in changes.items() if v is not None and getattr(row, k) != v}
         with integrity_errors(Conflict(unique_field, conflict_message)):

@@ -188,6 +188,9 @@ def test_short_stored_secret(tmp_path):
 
 def test_a_sound_configuration_passes_check(tmp_path):
     """The control: the same commands succeed once the settings are right."""
-    code, out, err = run_locky(tmp_path, ["check"], sqlite_env(tmp_path, LOCKY_POLICY_DIR=str(shipped_policy(tmp_path))))
+    env = sqlite_env(tmp_path, LOCKY_POLICY_DIR=str(shipped_policy(tmp_path)))
+    code, out, err = run_locky(tmp_path, ["migrate"], env)  # check reads a database; migrate makes one
+    assert code == 0, err
+    code, out, err = run_locky(tmp_path, ["check"], env)
     assert code == 0, err
     assert "in order" in out

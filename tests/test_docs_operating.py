@@ -1,0 +1,195 @@
+"""The operator's guide (docs/operating.md) cannot drift from the code: every ``locky``
+command it shows parses with the real command-line parser (``locky-admin`` ones with
+that client's), every ``LOCKY_*`` name is a setting, the TOML example loads as
+settings, and the SQLite backup recipe, run as written on a real Locky database while
+the app is open, gives a copy that holds the user and serves a login again."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import re
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from falcon import testing
+
+from locky import create_app
+from locky.cli.main import _parser as locky_parser
+from locky.clients.admin import build_parser as admin_parser
+from locky.settings import Settings
+from locky.testing import PASSWORD, make_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = (ROOT / "docs" / "operating.md").read_text()
+FENCE = re.compile(r"^ *```(\w*)\n(.*?)^ *```", re.MULTILINE | re.DOTALL)  # also indented, in lists
+#: Names read from the environment besides the Settings fields (checked below to be read).
+NOT_FIELDS = {"LOCKY_CONFIG": ROOT / "locky" / "settings.py"}
+#: Placeholders in the guide's commands, and a value of the right kind for the parser.
+PLACEHOLDERS = {"ID": "1", "EMAIL": "ada@example.com"}
+SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "<<", "&"}
+PROGRAMS = {"locky": locky_parser, "locky-admin": admin_parser}
+
+
+def blocks(language: str | None = None) -> list[str]:
+    return [body for lang, body in FENCE.findall(PAGE) if language is None or lang == language]
+
+
+def prose() -> str:
+    return FENCE.sub("", PAGE)
+
+
+def commands() -> list[list[str]]:
+    """Every ``locky``/``locky-admin`` command line of the page, as argument lists."""
+    found: list[list[str]] = []
+    lines = [line for lang, body in FENCE.findall(PAGE) if lang in ("sh", "console", "") for line in
+             body.splitlines()]
+    lines += re.findall(r"`((?:locky|locky-admin) [^`]+)`", prose())
+    for line in lines:
+        if "<<" in line:  # a here-document's first line: the rest is not a command
+            line = line.split("<<", 1)[0]
+        try:
+            words = shlex.split(line.removeprefix("$ "), comments=True)
+        except ValueError:
+            continue
+        while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):  # VAR=value before the command
+            words = words[1:]
+        if words[:1] == ["sudo"]:
+            words = words[3:] if words[1:2] == ["-u"] else words[1:]
+        program = words[0].rsplit("/", 1)[-1] if words else ""
+        if program in PROGRAMS:
+            args = []
+            for arg in words[1:]:
+                if arg in SHELL_OPERATORS:
+                    break
+                args.append(PLACEHOLDERS.get(arg, arg))
+            found.append([program, *args])
+    return found
+
+
+COMMANDS = commands()
+
+
+def test_the_page_shows_the_operator_commands():
+    shown = {" ".join(c) for c in COMMANDS}
+    for expected in ("locky serve", "locky --config /etc/locky/locky.toml migrate",
+                     "locky --config /etc/locky/locky.toml unlock", "locky --config /etc/locky/locky.toml keys",
+                     "locky --config /etc/locky/locky.toml audit"):
+        assert any(s.startswith(expected) for s in shown), (expected, sorted(shown))
+    assert len(COMMANDS) >= 12
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[" ".join(c) for c in COMMANDS])
+def test_every_command_parses(command):
+    program, *args = command
+    parser = PROGRAMS[program]()
+    error = io.StringIO()
+    with contextlib.redirect_stderr(error), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            parser.parse_args(args)
+        except SystemExit as exit:
+            pytest.fail(f"`{' '.join(command)}` does not parse (exit {exit.code}): {error.getvalue()}")
+
+
+def test_every_locky_setting_named_exists():
+    fields = {"LOCKY_" + f.name.upper() for f in dataclasses.fields(Settings) if f.name != "extra"}
+    named = set(re.findall(r"\bLOCKY_[A-Z0-9_]*[A-Z0-9]\b", PAGE))
+    assert len(named) >= 15
+    unknown = named - fields - set(NOT_FIELDS)
+    assert not unknown, f"docs/operating.md names settings that do not exist: {sorted(unknown)}"
+    for name, source in NOT_FIELDS.items():
+        assert f'"{name}"' in source.read_text(), f"{name} is no longer read by {source}"
+
+
+def test_the_toml_example_is_valid_settings():
+    (text,) = blocks("toml")
+    values = tomllib.loads(text)["locky"]
+    with pytest.raises(Exception, match="at least 32 bytes"):
+        Settings.from_mapping(values)  # the placeholder secret refuses to start
+    settings = Settings.from_mapping({**values, "jwt_secret": "Zq8-real-random-secret-0123456789abcdefXYZ"})
+    assert settings.public_url == "https://auth.example.com"
+    assert settings.trusted_proxies == ("127.0.0.1/32", "::1/128")
+
+
+def recipe(marker: str) -> str:
+    (block,) = [body for body in blocks("sh") if marker in body]
+    return block
+
+
+def test_the_sqlite_backup_recipe_copies_a_live_database(tmp_path):
+    live = tmp_path / "live" / "locky.sqlite"
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    # No jwt_secret: Locky makes locky.sqlite.secret beside the database, as in production.
+    settings = dataclasses.replace(make_settings(f"sqlite:///{live}"), jwt_secret=None)
+    app = create_app(settings, background=False)
+    try:
+        client = testing.TestClient(app)
+        made = client.simulate_post("/v1/public/users/register",
+                                    json={"name": "Ada", "email": "ada@example.com", "password": PASSWORD})
+        assert made.status_code == 201, made.text
+        script = (recipe("source.backup(target)")
+                  .replace("/var/lib/locky/", f"{live.parent}/")
+                  .replace("/var/backups/locky/", f"{backups}/")
+                  .replace("python3 -", f"{shlex.quote(sys.executable)} -"))
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        # Locky keeps serving (and writing) while and after the copy is made.
+        assert client.simulate_post("/v1/public/users/login",
+                                    json={"email": "ada@example.com", "password": PASSWORD}).status_code == 200
+    finally:
+        app.close()
+
+    copy = backups / "locky.sqlite"
+    assert (backups / "locky.sqlite.secret").read_text() == (live.parent / "locky.sqlite.secret").read_text()
+    with contextlib.closing(sqlite3.connect(copy)) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        found = [row for table in tables for row in _rows_with(db, table, "ada@example.com")]
+        assert found, f"no table of the copy holds the user: {tables}"
+
+    # Restored with its secret beside it, the copy serves the account again.
+    restored = tmp_path / "restored" / "locky.sqlite"
+    restored.parent.mkdir()
+    shutil.copy(copy, restored)
+    shutil.copy(backups / "locky.sqlite.secret", restored.parent / "locky.sqlite.secret")
+    app = create_app(dataclasses.replace(settings, database_url=f"sqlite:///{restored}"), background=False)
+    try:
+        login = testing.TestClient(app).simulate_post("/v1/public/users/login",
+                                                      json={"email": "ada@example.com", "password": PASSWORD})
+        assert login.status_code == 200, login.text
+    finally:
+        app.close()
+
+
+def _rows_with(db, table: str, value: str) -> list:
+    columns = [row[1] for row in db.execute(f'PRAGMA table_info("{table}")')]
+    if "email" not in columns:
+        return []
+    return db.execute(f'SELECT email FROM "{table}" WHERE email = ?', (value,)).fetchall()
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="the sqlite3 shell is not installed")
+def test_the_sqlite_shell_recipe_works_too(tmp_path):
+    live = tmp_path / "locky.sqlite"
+    app = create_app(make_settings(f"sqlite:///{live}"), background=False)
+    try:
+        testing.TestClient(app).simulate_post("/v1/public/users/register", json={
+            "name": "Ada", "email": "ada@example.com", "password": PASSWORD})
+        line = recipe('".backup ').strip()
+        script = line.replace("/var/lib/locky/", f"{tmp_path}/").replace("/var/backups/locky/", f"{tmp_path}/copy-")
+        done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    finally:
+        app.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "copy-locky.sqlite")) as db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        assert any(_rows_with(db, table, "ada@example.com") for table in tables)
