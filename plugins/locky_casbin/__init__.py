@@ -91,11 +91,12 @@ class _PolicySnapshot:
         if not lines:
             return False
         assertion = self.enforcer.model["p"]["p"]
-        assertion.policy = lines  # evaluate the matcher over these lines only
-        try:
-            return self.enforcer.enforce(subject, dom, obj, act)
-        finally:
-            assertion.policy = self.all_p
+        with policy_files.EVALUATION:
+            assertion.policy = lines  # evaluate the matcher over these lines only
+            try:
+                return self.enforcer.enforce(subject, dom, obj, act)
+            finally:
+                assertion.policy = self.all_p
 
     def roles(self) -> set[str]:
         """Every role name the policy knows (subjects of ``p`` lines and ``g`` roles)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import re
+import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -23,6 +24,13 @@ DESCRIPTION = re.compile(r"^#\s*role\s+([a-z][a-z0-9_-]{0,63})\s*:\s*(.+)\Z")
 TRAILING_COMMENT = re.compile(r"(?<=[\s,])#.*\Z")
 ARITY = {"p": 5, "g": 3, "g2": 3}
 TRIAL_SUBJECTS = 32
+#: Held around every Casbin decision in the process. Casbin parses its matcher with
+#: ``ast.parse`` on each ``enforce``, and CPython 3.11 raises ``SystemError: AST
+#: constructor recursion depth mismatch`` when two threads build ASTs at once while a
+#: third runs a finalizer (the AST state is per interpreter, not per thread). Two apps
+#: starting in one process hit it in CI. The snapshot also swaps its ``p`` lines for the
+#: length of a call, which the lock makes safe.
+EVALUATION = threading.Lock()
 
 
 @dataclass
@@ -116,9 +124,10 @@ def _trial(files: PolicyFiles, directory: Path) -> None:
         for row in firsts + [row for row in files.rows if row[0] != "p"]:
             enforcer.model.add_policy(row[0][0], row[0], row[1:])
         enforcer.build_role_links()
-        enforcer.enforce("user", "*", "users", "read")
-        for row in firsts:  # one request each of these lines matches
-            enforcer.enforce(*row[1:])
+        with EVALUATION:
+            enforcer.enforce("user", "*", "users", "read")
+            for row in firsts:  # one request each of these lines matches
+                enforcer.enforce(*row[1:])
     except Exception as exc:
         raise SettingsError(
             f"policy files in {directory} do not work with Locky's requests (sub, dom, obj, act):"
