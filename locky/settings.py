@@ -87,6 +87,10 @@ class Settings:
     auto_migrate: bool = True
     # Seconds any one database call may take (connecting, a statement, a lock wait).
     db_timeout: int = 5
+    # PostgreSQL and MySQL/MariaDB: connections each worker process may hold (idle or in
+    # use, for all its threads), and seconds a call waits for a free one before a 503.
+    database_pool_size: int = 5
+    database_pool_timeout: int = 5
     bcrypt_rounds: int = 12
     login_max_failures: int = 5
     login_window: int = 15 * 60
@@ -188,6 +192,8 @@ class Settings:
             ("login_max_failures_per_ip", 1, 1_000_000),
             ("max_body_bytes", 1024, 16 * 1024 * 1024),
             ("db_timeout", 1, 300),
+            ("database_pool_size", 1, 1000),
+            ("database_pool_timeout", 1, 300),
             ("key_rotation_days", 0, 3650),
             ("smtp_timeout", 1, 300),
             ("verify_ttl", 60, 30 * 24 * 3600),

@@ -8,16 +8,9 @@ them; every test gets an empty database.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 import threading
-import time
-from urllib.parse import urlsplit
 
 import pytest
 from pony.orm import db_session
@@ -27,6 +20,7 @@ from locky.errors import Forbidden, Invalid
 from locky.records import Authenticated, Group, Member, Permission, Role, User
 from locky.testing import make_settings
 from locky.testing.databases import run_sql as raw
+from pgbouncer import pgbouncer
 
 
 def app_for(url: str):
@@ -141,63 +135,20 @@ def test_threads_reading_every_kind_at_once_get_their_own_records(postgres_datab
         sys.setswitchinterval(switch)
 
 
-PGBOUNCER = shutil.which("pgbouncer") or next(
-    (path for path in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.path.exists(path)), None)
-
-
 @pytest.fixture
 def pooled_url(postgres_database):
     """``postgres_database`` behind a PgBouncer in transaction mode with ONE server
     connection: every client (each app's Pony connections and readers) shares it."""
-    if PGBOUNCER is None:
-        pytest.skip("pgbouncer is not installed")
     postgres_database.wipe()
-    server = urlsplit(postgres_database.url)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    directory = tempfile.mkdtemp(prefix="locky-pgbouncer-")
-    user = server.username or "postgres"
-    with open(os.path.join(directory, "userlist.txt"), "w") as users:
-        users.write(f'"{user}" ""\n')
-    with open(os.path.join(directory, "pgbouncer.ini"), "w") as config:
-        config.write(
-            f"[databases]\n* = host={server.hostname} port={server.port or 5432}\n"
-            f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-            f"auth_type = trust\nauth_file = {directory}/userlist.txt\n"
-            "pool_mode = transaction\ndefault_pool_size = 1\nmax_client_conn = 50\n"
-            f"logfile = {directory}/pgbouncer.log\n"
-        )
-    command = [PGBOUNCER, os.path.join(directory, "pgbouncer.ini")]
-    if os.geteuid() == 0:  # pgbouncer refuses to run as root
-        import pwd
-
-        owner = pwd.getpwnam("postgres")
-        for name in os.listdir(directory) + [""]:
-            os.chown(os.path.join(directory, name), owner.pw_uid, owner.pw_gid)
-        command = ["runuser", "-u", "postgres", "--"] + command
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if process.poll() is not None:
-                    pytest.skip("pgbouncer did not start")
-                time.sleep(0.05)
-        yield server._replace(netloc=f"{user}@127.0.0.1:{port}").geturl()
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        shutil.rmtree(directory, ignore_errors=True)
+    with pgbouncer(postgres_database.url, server_connections=1) as url:
+        yield url
 
 
 @pytest.mark.backend
 def test_two_apps_sharing_server_sessions_read_their_own_records(pooled_url):
-    """Behind a transaction pooler, one server session serves every client: a prepared
-    statement's name must mean the same SQL to all of them, and the readers must leave
-    nothing session-level behind (a read-only session would refuse the next write)."""
+    """Behind a transaction pooler, one server session serves every client: the readers
+    must leave nothing session-level behind (a read-only session would refuse the next
+    write, a prepared statement would meet its twin)."""
     first, second = app_for(pooled_url), app_for(pooled_url)
     try:
         seeded = seed(first.context.storage)

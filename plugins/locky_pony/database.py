@@ -12,6 +12,7 @@ from pony.orm import Database
 
 from locky.settings import Settings, SettingsError
 
+from . import pool
 from .deadline import WATCHDOG
 from .entities import define_entities
 
@@ -77,12 +78,6 @@ def open_database(settings: Settings):
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
 
-    @db.on_connect
-    def _watched(db, connection):
-        # Every engine with a socket (PostgreSQL, MySQL/MariaDB): see deadline.py.
-        if db.provider_name != "sqlite":
-            WATCHDOG.track(connection, settings.db_timeout)
-
     arguments = bind_arguments(settings)
     try:
         db.bind(**arguments)
@@ -98,6 +93,9 @@ def open_database(settings: Settings):
     should_reconnect = db.provider.should_reconnect
     db.provider.should_reconnect = lambda exc: not WATCHDOG.cut_here() and should_reconnect(exc)
     dialect = db.provider.dialect
+    if arguments["provider"] != "sqlite":
+        # Engines with a server: one bounded pool per process, watched (pool.py).
+        pool.install(db, settings.database_pool_size, settings.database_pool_timeout, settings.db_timeout)
     if dialect == "PostgreSQL":
         _use_bigserial(db.provider)
     entities = define_entities(db, dialect)

@@ -46,17 +46,29 @@ class Watchdog:
         self._pid: int | None = None
 
     def track(self, connection: Any, timeout: float) -> None:
-        """Watch ``connection``, just opened by this thread, with ``timeout`` seconds a call."""
+        """Watch ``connection``, which this thread now uses (it opened it, or took it from
+        the pool), with ``timeout`` seconds a call."""
         ident = threading.get_ident()
         with self._lock:
             self._ensure_running()
-            live = [(r, t) for r, t in self._connections.get(ident, ()) if _fileno(r()) is not None]
+            live = [(r, t) for r, t in self._connections.get(ident, ())
+                    if _fileno(r()) is not None and r() is not connection]
             live.append((weakref.ref(connection), timeout))
             self._connections[ident] = live
             # Forget threads that are gone.
             alive = {thread.ident for thread in threading.enumerate()}
             for gone in [i for i in self._connections if i not in alive]:
                 del self._connections[gone]
+
+    def untrack(self, connection: Any) -> None:
+        """Stop watching ``connection`` for this thread (it went back to the pool)."""
+        ident = threading.get_ident()
+        with self._lock:
+            kept = [(r, t) for r, t in self._connections.get(ident, ()) if r() is not connection]
+            if kept:
+                self._connections[ident] = kept
+            else:
+                self._connections.pop(ident, None)
 
     @contextmanager
     def call(self) -> Iterator[None]:
