@@ -38,8 +38,14 @@ def _lua_list(values) -> str:
     return "{" + ",".join(json.dumps(v) for v in values) + "}"
 
 
-def get_script(paths: list[str], tokens: list[str]) -> str:
-    """Requests cycling through ``paths`` and bearer ``tokens`` (each wrk thread on its own)."""
+def _close(close: bool) -> str:
+    """Lua header entry asking the server to close the connection after each answer."""
+    return ', ["Connection"] = "close"' if close else ""
+
+
+def get_script(paths: list[str], tokens: list[str], *, close: bool = False) -> str:
+    """Requests cycling through ``paths`` and bearer ``tokens`` (each wrk thread on its
+    own); with ``close``, a new connection for every request."""
     return f"""
 local paths = {_lua_list(paths)}
 local tokens = {_lua_list(tokens)}
@@ -47,7 +53,7 @@ local i = 0
 request = function()
   i = i + 1
   return wrk.format("GET", paths[(i % #paths) + 1],
-    {{["Authorization"] = "Bearer " .. tokens[(i * 7 % #tokens) + 1]}})
+    {{["Authorization"] = "Bearer " .. tokens[(i * 7 % #tokens) + 1]{_close(close)}}})
 end
 """
 
@@ -63,8 +69,9 @@ end
 """
 
 
-def plain_script(path: str) -> str:
-    return f'request = function() return wrk.format("GET", "{path}") end\n'
+def plain_script(path: str, *, close: bool = False) -> str:
+    headers = "{" + _close(close).lstrip(", ") + "}" if close else "nil"
+    return f'request = function() return wrk.format("GET", "{path}", {headers}) end\n'
 
 
 def run(name: str, url: str, script: str, *, connections: int = 32, threads: int = 2, seconds: float = 10,

@@ -1,9 +1,14 @@
 """``python -m benchmarks.run``: seed a database, start the real ``locky serve`` as a
 separate process, drive it with ``wrk`` and print req/s, p50, p99 and the targets.
 
-    python -m benchmarks.run                      # SQLite and PostgreSQL (if reachable)
+    python -m benchmarks.run                      # SQLite, PostgreSQL, MariaDB (those reachable)
     python -m benchmarks.run --engines sqlite --seconds 5
     LOCKY_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test python -m benchmarks.run
+    LOCKY_BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306/test python -m benchmarks.run --engines mysql
+
+Every read scenario runs twice: on keep-alive connections (wrk's way) and with
+``Connection: close`` (a new TCP connection per request, as behind a load balancer that
+does not pool), each against bare Falcon on the same server kind in the same mode.
 
 See docs/benchmarks.md for what each row measures and the targets.
 """
@@ -32,10 +37,15 @@ from . import load, seed
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "locky-benchmark-secret-0123456789-abcdefghijklmnop"
+#: The seeded tokens' ``iss``: every server of the run must expect it, whatever its port.
+ISSUER = "https://bench.locky.test"
 DEFAULT_PG = "postgres://postgres@127.0.0.1:5432/test"
+DEFAULT_MYSQL = "mysql://root@127.0.0.1:3306/test"
 BENCH_DB = "locky_bench"
 CONNECTIONS = 32
 WORKERS = 2
+#: Suffix of the scenarios run with ``Connection: close`` (a new connection per request).
+CLOSE = "(new connection each)"
 
 
 @dataclass
@@ -57,15 +67,42 @@ class EngineReport:
 # -- databases ----------------------------------------------------------------
 
 
-def prepare_database(engine: str, workdir: Path, pg_url: str, name: str = BENCH_DB) -> str:
-    """A fresh, empty database for ``engine``; its ``LOCKY_DATABASE_URL``."""
+def prepare_database(engine: str, workdir: Path, server_url: str, name: str = BENCH_DB) -> str:
+    """A fresh, empty database for ``engine`` (on ``server_url``'s server, for the server
+    engines); its ``LOCKY_DATABASE_URL``."""
     if engine == "sqlite":
         path = workdir / "sqlite" / f"{name}.sqlite"
         path.parent.mkdir(parents=True, exist_ok=True)
         for suffix in ("", "-wal", "-shm"):
             Path(str(path) + suffix).unlink(missing_ok=True)
         return f"sqlite:///{path}"
-    return _recreate_postgres(pg_url, name)
+    if engine == "mysql":
+        return _recreate_mysql(server_url, name)
+    return _recreate_postgres(server_url, name)
+
+
+def _recreate_mysql(mysql_url: str, name: str, source: str | None = None) -> str:
+    """Database ``name`` on the server of ``mysql_url``, dropped first if there, empty or
+    with the tables and rows of database ``source``; its URL."""
+    from locky.testing.databases import connect, with_database
+
+    connection = connect(mysql_url)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {name}")
+            cursor.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+            if source:
+                cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                               (source,))
+                tables = [row[0] for row in cursor.fetchall()]
+                cursor.execute("SET foreign_key_checks = 0")
+                for table in tables:
+                    cursor.execute(f"CREATE TABLE {name}.{table} LIKE {source}.{table}")
+                    cursor.execute(f"INSERT INTO {name}.{table} SELECT * FROM {source}.{table}")
+                cursor.execute("SET foreign_key_checks = 1")
+    finally:
+        connection.close()
+    return with_database(mysql_url, name)
 
 
 def _recreate_postgres(pg_url: str, name: str, template: str | None = None) -> str:
@@ -83,12 +120,12 @@ def _recreate_postgres(pg_url: str, name: str, template: str | None = None) -> s
     return with_database(pg_url, name)
 
 
-def copy_database(engine: str, source_url: str, workdir: Path, pg_url: str, name: str) -> str:
+def copy_database(engine: str, source_url: str, workdir: Path, server_url: str, name: str) -> str:
     """A copy of the (closed) database at ``source_url``: same rows, its own file or database."""
     if engine == "sqlite":
         import sqlite3
 
-        target = prepare_database(engine, workdir, pg_url, name)
+        target = prepare_database(engine, workdir, server_url, name)
         src = sqlite3.connect(Settings.load(environ={}, database_url=source_url).sqlite_path)
         dst = sqlite3.connect(Settings.load(environ={}, database_url=target).sqlite_path)
         try:
@@ -97,29 +134,31 @@ def copy_database(engine: str, source_url: str, workdir: Path, pg_url: str, name
             src.close()
             dst.close()
         return target
-    return _recreate_postgres(pg_url, name, template=source_url.rsplit("/", 1)[1])
+    if engine == "mysql":
+        return _recreate_mysql(server_url, name, source=source_url.rsplit("/", 1)[1])
+    return _recreate_postgres(server_url, name, template=source_url.rsplit("/", 1)[1])
 
 
-def drop_databases(engine: str, pg_url: str, names: list[str]) -> None:
-    if engine != "postgres":
+def drop_databases(engine: str, server_url: str, names: list[str]) -> None:
+    if engine == "sqlite":
         return
     from locky.testing.databases import connect
 
-    connection = connect(pg_url)
+    connection = connect(server_url)
     try:
         with connection.cursor() as cursor:
             for name in names:
-                cursor.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                cursor.execute(f"DROP DATABASE IF EXISTS {name}" + (" WITH (FORCE)" if engine == "postgres" else ""))
     finally:
         connection.close()
 
 
-def pg_unreachable(pg_url: str) -> str | None:
+def unreachable(url: str) -> str | None:
     try:
-        from locky.testing.databases import unreachable
+        from locky.testing.databases import unreachable as why
     except ImportError as exc:  # pragma: no cover
         return str(exc)
-    return unreachable(pg_url)
+    return why(url)
 
 
 # -- servers --------------------------------------------------------------------
@@ -152,7 +191,7 @@ def serve_hello(workdir: Path):
 
 
 def locky_env(database_url: str) -> dict[str, str]:
-    return {"LOCKY_DATABASE_URL": database_url, "LOCKY_JWT_SECRET": SECRET}
+    return {"LOCKY_DATABASE_URL": database_url, "LOCKY_JWT_SECRET": SECRET, "LOCKY_JWT_ISSUER": ISSUER}
 
 
 def startup_seconds(workdir: Path, database_url: str, runs: int = 3) -> float:
@@ -251,11 +290,11 @@ def merge(name: str, runs: list[load.Result]) -> load.Result:
 POLICY_SIZES = (10, 1000, 10_000)
 
 
-def bench_engine(engine: str, workdir: Path, pg_url: str, seconds: float, rounds: int, memory_requests: int,
+def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, rounds: int, memory_requests: int,
                  log) -> EngineReport:
     report = EngineReport(engine)
-    database_url = prepare_database(engine, workdir, pg_url)
-    settings = Settings.load(environ={}, database_url=database_url, jwt_secret=SECRET)
+    database_url = prepare_database(engine, workdir, server_url)
+    settings = Settings.load(environ={}, database_url=database_url, jwt_secret=SECRET, jwt_issuer=ISSUER)
     log(f"[{engine}] seeding ...")
     seeded = seed.seed(settings)
     report.notes.append(f"seeded {len(seeded.user_ids)} users, {seeded.memberships} memberships, "
@@ -264,7 +303,7 @@ def bench_engine(engine: str, workdir: Path, pg_url: str, seconds: float, rounds
     # the sizes are then measured in alternation, under the same machine conditions.
     urls = {10: database_url}
     for lines in POLICY_SIZES[1:]:
-        urls[lines] = copy_database(engine, database_url, workdir, pg_url, f"{BENCH_DB}_p{lines}")
+        urls[lines] = copy_database(engine, database_url, workdir, server_url, f"{BENCH_DB}_p{lines}")
         seed.set_policy_lines(settings.replace(database_url=urls[lines]), seeded, lines)
 
     log(f"[{engine}] startup ...")
@@ -272,6 +311,8 @@ def bench_engine(engine: str, workdir: Path, pg_url: str, seconds: float, rounds
 
     item = load.get_script(read_paths(seeded, "item"), seeded.tokens)
     listing = load.get_script(read_paths(seeded, "list"), seeded.tokens)
+    item_close = load.get_script(read_paths(seeded, "item"), seeded.tokens, close=True)
+    listing_close = load.get_script(read_paths(seeded, "list"), seeded.tokens, close=True)
     hello_process, hello_url = serve_hello(workdir)
     try:
         with contextlib.ExitStack() as servers:
@@ -283,6 +324,9 @@ def bench_engine(engine: str, workdir: Path, pg_url: str, seconds: float, rounds
                 ("hello (bare Falcon, same server)", hello_url, load.plain_script("/hello")),
                 ("GET /users/{id}", url[10], item),
                 ("GET /users?limit=50", url[10], listing),
+                (f"hello {CLOSE}", hello_url, load.plain_script("/hello", close=True)),
+                (f"GET /users/{{id}} {CLOSE}", url[10], item_close),
+                (f"GET /users?limit=50 {CLOSE}", url[10], listing_close),
                 ("GET /users/{id}, 1,000 policy lines", url[1000], item),
                 ("GET /users/{id}, 10,000 policy lines", url[10_000], item),
             ]
@@ -311,22 +355,24 @@ def bench_engine(engine: str, workdir: Path, pg_url: str, seconds: float, rounds
             checkpw_busy = (before + after) / 2  # every core checking at once, for context
     finally:
         stop(hello_process)
-    drop_databases(engine, pg_url, [f"{BENCH_DB}_p{lines}" for lines in POLICY_SIZES[1:]])
+    drop_databases(engine, server_url, [f"{BENCH_DB}_p{lines}" for lines in POLICY_SIZES[1:]])
 
     log(f"[{engine}] memory ...")
     mem = memory_run(workdir, database_url, seeded, memory_requests, log)
 
     # -- targets ---------------------------------------------------------------
-    hello = runs["hello (bare Falcon, same server)"]
-    for name in ("GET /users/{id}", "GET /users?limit=50"):
-        ratio = statistics.median(r.rps / h.rps for r, h in zip(runs[name], hello))
-        r = merged[name]
-        report.checks.append(Check(engine, f"{name}: >= 0.6x hello req/s",
-                                   f"{ratio:.2f}x (median of {rounds} paired rounds)", ratio >= 0.6))
-        report.checks.append(Check(engine, f"{name}: p99 < 25 ms",
-                                   f"{r.p99_ms:.1f} ms (hello: {merged[hello[0].name].p99_ms:.1f} ms)",
-                                   r.p99_ms < 25))
-        report.checks.append(Check(engine, f"{name}: no errors", str(r.errors), r.errors == 0))
+    for mode in ("", f" {CLOSE}"):
+        hello = runs["hello (bare Falcon, same server)" if not mode else f"hello{mode}"]
+        for path, floor in (("GET /users/{id}", 0.8), ("GET /users?limit=50", 0.6)):
+            name = path + mode
+            ratio = statistics.median(r.rps / h.rps for r, h in zip(runs[name], hello))
+            r = merged[name]
+            report.checks.append(Check(engine, f"{name}: >= {floor}x hello req/s",
+                                       f"{ratio:.2f}x (median of {rounds} paired rounds)", ratio >= floor))
+            report.checks.append(Check(engine, f"{name}: p99 < 25 ms",
+                                       f"{r.p99_ms:.1f} ms (hello: {merged[hello[0].name].p99_ms:.1f} ms)",
+                                       r.p99_ms < 25))
+            report.checks.append(Check(engine, f"{name}: no errors", str(r.errors), r.errors == 0))
     small = runs["GET /users/{id}"]
     for lines in (1000, 10_000):
         big = runs[f"GET /users/{{id}}, {lines:,} policy lines"]
@@ -388,13 +434,16 @@ def memory_run(workdir: Path, database_url: str, seeded: seed.Seeded, total: int
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engines", default="sqlite,postgres", help="comma-separated: sqlite, postgres")
+    parser.add_argument("--engines", default="sqlite,postgres,mysql",
+                        help="comma-separated: sqlite, postgres, mysql (MariaDB/MySQL)")
     parser.add_argument("--seconds", type=float, default=5, help="duration of each measured wrk run")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the read scenarios")
     parser.add_argument("--memory-requests", type=int, default=200_000,
                         help="requests before the second memory sample")
     parser.add_argument("--postgres-url", default=os.environ.get("LOCKY_BENCH_POSTGRES_URL", DEFAULT_PG),
                         help=f"a PostgreSQL server to create the scratch database {BENCH_DB} on")
+    parser.add_argument("--mysql-url", default=os.environ.get("LOCKY_BENCH_MYSQL_URL", DEFAULT_MYSQL),
+                        help=f"a MariaDB/MySQL server to create the scratch database {BENCH_DB} on")
     parser.add_argument("--workdir", help="where databases and server logs go (default: a temp directory)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
@@ -406,14 +455,14 @@ def main(argv: list[str] | None = None) -> int:
     reports = []
     load_before = os.getloadavg()
     for engine in [e.strip() for e in args.engines.split(",") if e.strip()]:
-        if engine == "postgres":
-            why = pg_unreachable(args.postgres_url)
-            if why:
-                log(f"[postgres] skipped: {why}")
-                continue
-        elif engine != "sqlite":
+        servers = {"sqlite": "", "postgres": args.postgres_url, "mysql": args.mysql_url}
+        if engine not in servers:
             raise SystemExit(f"unknown engine {engine!r}")
-        reports.append(bench_engine(engine, workdir, args.postgres_url, args.seconds, args.rounds,
+        why = servers[engine] and unreachable(servers[engine])
+        if why:
+            log(f"[{engine}] skipped: {why}")
+            continue
+        reports.append(bench_engine(engine, workdir, servers[engine], args.seconds, args.rounds,
                                     args.memory_requests, log))
     load_after = os.getloadavg()
     print_table(reports)

@@ -202,8 +202,8 @@ def plans(engine: str, url: str, users: int) -> list[tuple[str, str, bool]]:
         "count users": "SELECT COUNT(*) FROM locky_users WHERE del_token = 0",
         "groups by name": "SELECT * FROM locky_groups WHERE del_token = 0 AND name = 'group-5' AND id > 0"
                           " ORDER BY id LIMIT 51",
-        "members by group": f"SELECT * FROM locky_members WHERE del_token = 0 AND group_uuid = 'x'"
-                            f" AND id > 0 ORDER BY id LIMIT 51",
+        "members by group": "SELECT * FROM locky_members WHERE del_token = 0 AND group_uuid = 'x'"
+                            " AND id > 0 ORDER BY id LIMIT 51",
         "members by user": "SELECT * FROM locky_members WHERE del_token = 0 AND user_uuid = 'x'"
                            " AND id > 0 ORDER BY id LIMIT 51",
     }
