@@ -93,7 +93,7 @@ class WebhookRequestSchema(RequestSchema):
     url = fields.String(required=True, **d(
         "Where events are POSTed: https://, or http:// to a public address (a private, loopback or link-local"
         " one is refused unless LOCKY_WEBHOOK_ALLOW_PRIVATE). No user name or password in it.",
-        maxLength=2048, pattern=r"^https?://[^\s/?#@]+([/?#]\S*)?$"))
+        maxLength=2048, pattern=r"^https?://[^\s/?#@\x00]+([/?#][^\s\x00]*)?$"))
     events = fields.List(fields.String(validate=event_pattern, **d("A pattern.", pattern=EVENT_PATTERN.pattern)),
                          required=True,
                          validate=validate.Length(1, MAX_PATTERNS),
