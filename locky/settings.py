@@ -27,6 +27,9 @@ from locky.client_address import parse_networks
 DEFAULT_DATABASE_FILE = "locky.sqlite"
 #: Token algorithms: asymmetric ones first (keys in storage, published as JWKS).
 JWT_ALGORITHMS = ("ES256", "EdDSA", "RS256", "HS256", "HS384", "HS512")
+#: LOCKY_DATABASE_POOLER: none (straight to PostgreSQL), session (a session-pooling
+#: proxy) or transaction (PgBouncer's transaction pooling).
+POOLERS = ("none", "session", "transaction")
 ASYMMETRIC_ALGORITHMS = ("ES256", "EdDSA", "RS256")
 MIN_SECRET_BYTES = 32
 #: A secret with fewer different characters is a placeholder, not a random value.
@@ -91,6 +94,11 @@ class Settings:
     # use, for all its threads), and seconds a call waits for a free one before a 503.
     database_pool_size: int = 5
     database_pool_timeout: int = 5
+    # What stands between Locky and PostgreSQL: "none" or "session" (a session-pooling
+    # proxy): reads run as statements prepared on each connection; "transaction"
+    # (PgBouncer's transaction pooling): nothing may live on a server session, so reads
+    # run plain.
+    database_pooler: str = "none"
     bcrypt_rounds: int = 12
     login_max_failures: int = 5
     login_window: int = 15 * 60
@@ -178,6 +186,9 @@ class Settings:
                 f"LOCKY_JWT_SECRET is not random: it has fewer than {MIN_SECRET_DISTINCT} different"
                 f" characters (not counting spaces); use a random value, {SECRET_ADVICE}"
             )
+        if self.database_pooler not in POOLERS:
+            raise SettingsError(f"LOCKY_DATABASE_POOLER must be one of {', '.join(POOLERS)}"
+                                f" (got {self.database_pooler!r})")
         if self.jwt_algorithm not in JWT_ALGORITHMS:
             raise SettingsError(f"LOCKY_JWT_ALGORITHM must be one of {', '.join(JWT_ALGORITHMS)}")
         for name, low, high in (

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from locky.settings import SettingsError
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 from locky.testing.databases import engine, run_sql
 from locky.testing.server import locky_server
@@ -143,11 +144,13 @@ def test_health_is_503_while_no_connection_is_free_and_ok_again_after(server_url
 @pytest.mark.backend
 def test_the_service_works_behind_pgbouncer_in_transaction_mode(postgres_database, tmp_path):
     """A real ``locky serve`` (2 workers x 4 threads) through a transaction-pooling
-    PgBouncer with three server connections: every transaction may land on another
-    server session, so nothing may live on one."""
+    PgBouncer with three server connections, told so (``LOCKY_DATABASE_POOLER=
+    transaction``): every transaction may land on another server session, so nothing may
+    live on one, prepared statements included."""
     postgres_database.wipe()
     with pgbouncer(postgres_database.url, server_connections=3) as url, \
             locky_server(tmp_path, env={"LOCKY_DATABASE_URL": url, "LOCKY_JWT_SECRET": SECRET,
+                                        "LOCKY_DATABASE_POOLER": "transaction",
                                         "LOCKY_THREADS": "4", "LOCKY_BCRYPT_ROUNDS": "4",
                                         "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL,
                                         "LOCKY_LOGIN_MAX_FAILURES_PER_IP": "1000"}) as server:
@@ -206,3 +209,34 @@ def test_the_service_works_behind_pgbouncer_in_transaction_mode(postgres_databas
         assert run_sql(url, "SHOW default_transaction_read_only") == [("off",)]
         run_sql(url, "CREATE TABLE IF NOT EXISTS locky_pooler_probe (n int)")
         run_sql(url, "DROP TABLE locky_pooler_probe")
+
+
+def test_an_unknown_pooler_is_refused_with_the_choices():
+    with pytest.raises(SettingsError) as refused:
+        make_settings("sqlite:///:memory:", database_pooler="statement")
+    assert str(refused.value) == ("LOCKY_DATABASE_POOLER must be one of none, session, transaction"
+                                  " (got 'statement')")
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("pooler, prepared", [("none", True), ("session", True), ("transaction", False)])
+def test_reads_prepare_their_statements_unless_a_transaction_pooler_is_in_between(postgres_database, pooler,
+                                                                                   prepared):
+    postgres_database.wipe()
+    app = app_on(postgres_database.url, database_pool_size=1, database_pooler=pooler)
+    try:
+        admin = Admin(app)
+        assert admin.get("/v1/internal/users/count").json == {"count": 1}
+        # The one pooled connection served that read: what its server session holds.
+        pool = app.context.storage.db.provider.pool
+        connection, _ = pool.connect()
+        try:
+            cursor = connection.cursor()
+            cursor.execute("SELECT name FROM pg_prepared_statements")
+            names = [row[0] for row in cursor.fetchall()]
+            connection.rollback()
+        finally:
+            pool.put_back(connection)
+        assert bool(names) is prepared and all(name.startswith("locky_") for name in names), names
+    finally:
+        app.close()

@@ -39,7 +39,7 @@ class PonyStorage:
     def __init__(self, settings):
         self.db, e = open_database(settings)
         self.entities = e
-        self.reader = Reader(self.db, bind_arguments(settings))
+        self.reader = Reader(self.db, bind_arguments(settings), prepare=settings.database_pooler != "transaction")
         self.users = UserStore(e, self.reader)
         self.groups = GroupStore(e, self.reader)
         self.members = MemberStore(e, self.reader)

@@ -10,10 +10,10 @@ for the server engines:
   shared by every thread (Pony's transactions and the reader's plain reads alike);
 - a caller waits at most ``LOCKY_DATABASE_POOL_TIMEOUT`` seconds for one, then gets
   :class:`PoolTimeout` (Locky's 503, and ``/health`` answers 503);
-- a connection comes back with its transaction ended and nothing else done to it: Locky
-  sets no session state (no ``SET``, no read-only session, no SQL ``PREPARE``), so the
-  ``DISCARD ALL`` Pony sends on every release is one round trip for nothing, and a
-  connection is equally safe behind PgBouncer's transaction pooling;
+- a connection comes back with its transaction ended and nothing else done to it:
+  Locky sets nothing on a session (no ``SET``, no read-only session), and the statements
+  the reader prepared on it are what keeping it is for, so Pony's ``DISCARD ALL`` on
+  every release (one round trip, and the prepared statements gone) is not sent;
 - the thread holding a connection is the one the watchdog (:mod:`.deadline`) cuts it
   for: a connection is watched from the moment a thread takes it until it comes back;
 - after a fork the child starts empty and never touches its parent's sockets.

@@ -14,9 +14,15 @@ A read is one SELECT (written by :mod:`.reads`). It runs:
   thread, opened lazily, so after a fork): no server to exhaust;
 - otherwise (SQLite in memory): through ``db.select`` in a :func:`~.guard.transaction`.
 
-Nothing session-level is ever set on a connection (no ``SET``, no read-only session, no
-SQL ``PREPARE``): behind a transaction-pooling PgBouncer one server connection serves
-many clients in turn, and such state would leak into them or vanish under us.
+Nothing session-level is ever set on a connection (no ``SET``, no read-only session).
+Straight to PostgreSQL (``LOCKY_DATABASE_POOLER=none``, the default, or ``session``) each pooled
+connection prepares a statement on the server the first time it runs it (SQL
+``PREPARE``/``EXECUTE``: parsed and planned once per connection, ~20 % more reads per
+second than planning each time). A statement's name is derived from its text, so one
+name means one SQL text everywhere. Behind a transaction-pooling PgBouncer
+(``LOCKY_DATABASE_POOLER=transaction``) one server connection serves many clients in
+turn: a prepared statement would vanish under us or meet its twin, so statements run
+plain.
 
 Failures map to Locky's errors as :mod:`.guard` does: a lost connection or a transient
 error is tried again on a new connection; the rest is ``Unavailable`` with no driver text.
@@ -24,17 +30,24 @@ error is tried again on a new connection; the rest is ``Unavailable`` with no dr
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
+import weakref
 from typing import NamedTuple
 
 from pony.orm import core
 
 from .deadline import WATCHDOG
-from .guard import LOST, TRANSIENT, classify, quick, transaction, unavailable
+from .guard import LOST, TRANSIENT, classify, quick, root_cause, transaction, unavailable
 from .pool import BoundedPool
 
+#: PostgreSQL SQLSTATEs meaning the connection's prepared statements are not what this
+#: reader recorded: "does not exist" (dropped by ``DISCARD ALL`` or ``DEALLOCATE``) and
+#: "already exists" (prepared on this server session by someone else, with the same
+#: text since the name is derived from it).
+PG_NOT_PREPARED, PG_ALREADY_PREPARED = "26000", "42P05"
 ATTEMPTS = 3
 
 
@@ -45,12 +58,16 @@ class Statement(NamedTuple):
     pony: str
     #: For a driver connection: the SQL with the driver's placeholders.
     direct: str
+    #: PostgreSQL with prepared statements: the name, ``PREPARE`` and ``EXECUTE`` texts.
+    name: str = ""
+    prepare: str = ""
+    execute: str = ""
 
 
 class Reader:
     """Runs one SELECT and returns its rows as tuples."""
 
-    def __init__(self, db, bind: dict | None):
+    def __init__(self, db, bind: dict | None, *, prepare: bool = True):
         self.db = db
         self.dialect = db.provider.dialect
         self.pool = db.provider.pool if isinstance(db.provider.pool, BoundedPool) else None
@@ -61,6 +78,10 @@ class Reader:
         elif bind.get("provider") == "sqlite" and bind.get("filename") not in (None, ":memory:", ":sharedmemory:"):
             self.direct = "sqlite"
             self.connect_args = {"database": bind["filename"], "timeout": bind.get("timeout", 5)}
+        #: Whether PostgreSQL reads use server-side prepared statements.
+        self.prepare = prepare and self.direct == "postgres"
+        #: The statement names prepared on each pooled connection.
+        self._prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.local = threading.local()
         self._in_transaction = transaction(self._pony_select)
 
@@ -68,7 +89,13 @@ class Reader:
         """``sql``, written with ``{}`` for each positional parameter, in every form."""
         count = sql.count("{}")
         placeholder = "?" if self.direct == "sqlite" else "%s"
-        return Statement(sql.format(*[f"$p{i}" for i in range(count)]), sql.format(*[placeholder] * count))
+        pony, direct = sql.format(*[f"$p{i}" for i in range(count)]), sql.format(*[placeholder] * count)
+        if not self.prepare:
+            return Statement(pony, direct)
+        text = sql.format(*[f"${i + 1}" for i in range(count)])
+        name = "locky_" + hashlib.sha256(text.encode()).hexdigest()[:24]
+        execute = f"EXECUTE {name}" + (f" ({', '.join(['%s'] * count)})" if count else "")
+        return Statement(pony, direct, name, f"PREPARE {name} AS {text}", execute)
 
     def select(self, statement: Statement, params: tuple) -> list[tuple]:
         if core.local.db_session is not None or self.direct is None:
@@ -78,7 +105,7 @@ class Reader:
         with WATCHDOG.call():
             for attempt in range(ATTEMPTS):
                 try:
-                    return run(statement.direct, params)
+                    return run(statement, params)
                 except Exception as exc:
                     kind = classify(exc)
                     if attempt < ATTEMPTS - 1 and kind in (LOST, TRANSIENT) and quick(started):
@@ -86,7 +113,7 @@ class Reader:
                     raise unavailable("a read", exc, kind) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _on_pool(self, sql: str, params: tuple) -> list[tuple]:
+    def _on_pool(self, statement: Statement, params: tuple) -> list[tuple]:
         pool = self.pool
         connection, new = pool.connect()
         try:
@@ -97,7 +124,10 @@ class Reader:
                 connection.autocommit = True
             cursor = connection.cursor()
             try:
-                cursor.execute(sql, params)
+                if self.prepare:
+                    self._execute_prepared(connection, cursor, statement, params)
+                else:
+                    cursor.execute(statement.direct, params)
                 rows = cursor.fetchall()
             finally:
                 cursor.close()
@@ -111,10 +141,34 @@ class Reader:
         pool.put_back(connection)
         return rows
 
-    def _on_sqlite(self, sql: str, params: tuple) -> list[tuple]:
+    def _execute_prepared(self, connection, cursor, statement: Statement, params: tuple) -> None:
+        prepared = self._prepared.setdefault(connection, set())
+        if statement.name not in prepared:
+            self._prepare(cursor, statement, prepared)
+        try:
+            cursor.execute(statement.execute, params)
+        except Exception as exc:
+            if getattr(root_cause(exc), "pgcode", None) != PG_NOT_PREPARED:
+                raise
+            # Dropped on the server behind our back: prepare it once more (autocommit,
+            # so the failed EXECUTE left no transaction to abort).
+            prepared.discard(statement.name)
+            self._prepare(cursor, statement, prepared)
+            cursor.execute(statement.execute, params)
+
+    @staticmethod
+    def _prepare(cursor, statement: Statement, prepared: set) -> None:
+        try:
+            cursor.execute(statement.prepare)
+        except Exception as exc:
+            if getattr(root_cause(exc), "pgcode", None) != PG_ALREADY_PREPARED:
+                raise
+        prepared.add(statement.name)
+
+    def _on_sqlite(self, statement: Statement, params: tuple) -> list[tuple]:
         cursor = self._connection().cursor()
         try:
-            cursor.execute(sql, params)
+            cursor.execute(statement.direct, params)
             return cursor.fetchall()
         except Exception:
             self._drop()
