@@ -99,6 +99,11 @@ class Settings:
     # (PgBouncer's transaction pooling): nothing may live on a server session, so reads
     # run plain.
     database_pooler: str = "none"
+    # PostgreSQL read replicas (comma-separated URLs) for lists, counts and reads by id,
+    # which may then be up to ``database_replica_max_lag`` seconds stale; logins,
+    # authentication, lockout and every write stay on the primary.
+    database_replica_urls: tuple[str, ...] = field(default=(), repr=False)
+    database_replica_max_lag: int = 5
     bcrypt_rounds: int = 12
     login_max_failures: int = 5
     login_window: int = 15 * 60
@@ -186,6 +191,13 @@ class Settings:
                 f"LOCKY_JWT_SECRET is not random: it has fewer than {MIN_SECRET_DISTINCT} different"
                 f" characters (not counting spaces); use a random value, {SECRET_ADVICE}"
             )
+        if self.database_replica_urls and scheme not in ("postgres", "postgresql"):
+            raise SettingsError("LOCKY_DATABASE_REPLICA_URLS needs a PostgreSQL LOCKY_DATABASE_URL"
+                                " (read replicas are PostgreSQL's streaming standbys)")
+        for url in self.database_replica_urls:
+            if url.split(":", 1)[0] not in ("postgres", "postgresql"):
+                raise SettingsError("LOCKY_DATABASE_REPLICA_URLS: each replica must be a postgres:// URL"
+                                    " (comma-separated)")
         if self.database_pooler not in POOLERS:
             raise SettingsError(f"LOCKY_DATABASE_POOLER must be one of {', '.join(POOLERS)}"
                                 f" (got {self.database_pooler!r})")
@@ -205,6 +217,7 @@ class Settings:
             ("db_timeout", 1, 300),
             ("database_pool_size", 1, 1000),
             ("database_pool_timeout", 1, 300),
+            ("database_replica_max_lag", 1, 3600),
             ("key_rotation_days", 0, 3650),
             ("smtp_timeout", 1, 300),
             ("verify_ttl", 60, 30 * 24 * 3600),

@@ -29,6 +29,7 @@ from .deadline import WATCHDOG
 from .guard import CONFLICT, classify, from_database, transaction, unavailable
 from .lifecycle import CodeStore, KeyStore, Outbox, TotpStore
 from .reader import Reader
+from .replicas import REPLICA_POOL_WAIT, Replicas
 from .sessions import GrantStore, LoginThrottle, SessionStore
 from .stores import GroupStore, MemberStore, RoleStore, UserStore
 
@@ -39,7 +40,9 @@ class PonyStorage:
     def __init__(self, settings):
         self.db, e = open_database(settings)
         self.entities = e
-        self.reader = Reader(self.db, bind_arguments(settings), prepare=settings.database_pooler != "transaction")
+        self.replicas = _replicas(settings)
+        self.reader = Reader(self.db, bind_arguments(settings), prepare=settings.database_pooler != "transaction",
+                             replicas=self.replicas)
         self.users = UserStore(e, self.reader)
         self.groups = GroupStore(e, self.reader)
         self.members = MemberStore(e, self.reader)
@@ -108,7 +111,23 @@ class PonyStorage:
 
     def close(self) -> None:
         self.reader.close()
+        if self.replicas is not None:
+            self.replicas.close()
         self.db.disconnect()
+
+
+def _replicas(settings) -> Replicas | None:
+    """The read replicas of ``LOCKY_DATABASE_REPLICA_URLS`` (none connects yet), or ``None``."""
+    if not settings.database_replica_urls:
+        return None
+    binds = []
+    for number, url in enumerate(settings.database_replica_urls, start=1):
+        arguments = bind_arguments(settings, url, name=f"LOCKY_DATABASE_REPLICA_URLS (replica {number})")
+        arguments.pop("provider")
+        binds.append((f"{number} ({arguments['host']}:{arguments['port']}/{arguments['database']})", arguments))
+    # A replica whose pool is busy is skipped at once: the primary answers instead.
+    return Replicas.open(binds, settings.database_pool_size, REPLICA_POOL_WAIT, settings.db_timeout,
+                         settings.database_replica_max_lag)
 
 
 @hookimpl

@@ -17,9 +17,10 @@ from .deadline import WATCHDOG
 from .entities import define_entities
 
 
-def bind_arguments(settings: Settings) -> dict:
-    """Pony ``bind`` keyword arguments for the configured URL."""
-    url = settings.database_url
+def bind_arguments(settings: Settings, url: str | None = None, name: str = "LOCKY_DATABASE_URL") -> dict:
+    """Pony ``bind`` keyword arguments for the configured URL (or ``url``, a replica's,
+    named ``name`` in errors)."""
+    url = url or settings.database_url
     if url.startswith("sqlite:"):
         path = settings.sqlite_path
         if path is None:
@@ -36,10 +37,10 @@ def bind_arguments(settings: Settings) -> dict:
     try:
         port = parts.port
     except ValueError:
-        raise SettingsError("LOCKY_DATABASE_URL has an invalid port") from None
+        raise SettingsError(f"{name} has an invalid port") from None
     if not parts.hostname or not parts.path.strip("/"):
         raise SettingsError(
-            f"LOCKY_DATABASE_URL needs a host and a database name: {parts.scheme}://user:pass@host:port/db"
+            f"{name} needs a host and a database name: {parts.scheme}://user:pass@host:port/db"
         )
     user, password = unquote(parts.username or ""), unquote(parts.password or "")
     database = unquote(parts.path.strip("/"))

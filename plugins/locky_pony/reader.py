@@ -41,7 +41,8 @@ from pony.orm import core
 
 from .deadline import WATCHDOG
 from .guard import LOST, TRANSIENT, classify, quick, root_cause, transaction, unavailable
-from .pool import BoundedPool
+from .pool import BoundedPool, PoolTimeout
+from .replicas import Replicas
 
 #: PostgreSQL SQLSTATEs meaning the connection's prepared statements are not what this
 #: reader recorded: "does not exist" (dropped by ``DISCARD ALL`` or ``DEALLOCATE``) and
@@ -67,8 +68,10 @@ class Statement(NamedTuple):
 class Reader:
     """Runs one SELECT and returns its rows as tuples."""
 
-    def __init__(self, db, bind: dict | None, *, prepare: bool = True):
+    def __init__(self, db, bind: dict | None, *, prepare: bool = True, replicas: Replicas | None = None):
         self.db = db
+        #: Read replicas for the reads that may be a little stale (``stale_ok``).
+        self.replicas = replicas
         self.dialect = db.provider.dialect
         self.pool = db.provider.pool if isinstance(db.provider.pool, BoundedPool) else None
         self.direct = None
@@ -97,9 +100,15 @@ class Reader:
         execute = f"EXECUTE {name}" + (f" ({', '.join(['%s'] * count)})" if count else "")
         return Statement(pony, direct, name, f"PREPARE {name} AS {text}", execute)
 
-    def select(self, statement: Statement, params: tuple) -> list[tuple]:
+    def select(self, statement: Statement, params: tuple, *, stale_ok: bool = False) -> list[tuple]:
+        """The rows of ``statement``; with ``stale_ok`` (and outside a transaction) from a
+        read replica when one is configured and close enough (:mod:`.replicas`)."""
         if core.local.db_session is not None or self.direct is None:
             return self._in_transaction(statement.pony, params)
+        if stale_ok and self.replicas is not None:
+            rows = self._on_replica(statement, params)
+            if rows is not None:
+                return rows
         run = self._on_sqlite if self.direct == "sqlite" else self._on_pool
         started = time.monotonic()
         with WATCHDOG.call():
@@ -140,6 +149,43 @@ class Reader:
             raise
         pool.put_back(connection)
         return rows
+
+    def _on_replica(self, statement: Statement, params: tuple) -> list[tuple] | None:
+        """The rows from a replica, or ``None`` when none is fit to answer (none chosen, too
+        far behind, busy or failing): the caller then reads from the primary."""
+        replicas = self.replicas
+        replica = replicas.choose()
+        if replica is None:
+            return None
+        try:
+            with WATCHDOG.call():
+                connection, new = replica.pool.connect()
+                try:
+                    if new:
+                        connection.autocommit = True  # a replica's connections only read
+                    if not replicas.lag_checked(replica, connection):
+                        rows = None
+                    else:
+                        cursor = connection.cursor()
+                        try:
+                            if self.prepare:
+                                self._execute_prepared(connection, cursor, statement, params)
+                            else:
+                                cursor.execute(statement.direct, params)
+                            rows = cursor.fetchall()
+                        finally:
+                            cursor.close()
+                except BaseException:
+                    replica.pool.drop(connection)
+                    raise
+                replica.pool.put_back(connection)
+                return rows
+        except PoolTimeout:
+            return None  # busy: the primary answers this one
+        except Exception as exc:
+            cause = root_cause(exc)
+            replicas.pause(replica, f"{type(cause).__name__}: {(str(cause).strip().splitlines() or [''])[0][:200]}")
+            return None
 
     def _execute_prepared(self, connection, cursor, statement: Statement, params: tuple) -> None:
         prepared = self._prepared.setdefault(connection, set())

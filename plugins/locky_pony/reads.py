@@ -7,7 +7,9 @@ column names follow it) and run by :class:`~.reader.Reader`. Rows become
 :mod:`locky.records` dataclasses directly: Pony's entity layer would cost ~100-300 µs
 per row in value checks and date parsing. Only live rows (``del_token = 0``) are read.
 Which filters a kind has, and how their values are normalised, is the stores' business
-(:mod:`.stores`); this module takes them as given.
+(:mod:`.stores`); this module takes them as given. Reads by id, pages and counts may be
+answered by a read replica (``stale_ok``, :mod:`.replicas`); reads by unique values
+(logins find users by email) and the authentication read never are.
 """
 
 from __future__ import annotations
@@ -113,7 +115,7 @@ class RecordReads:
         """The live record with this id, or ``None``."""
         if not is_id(id):
             return None
-        rows = self.reader.select(self.by_id, (int(id),))
+        rows = self.reader.select(self.by_id, (int(id),), stale_ok=True)
         return self.columns.build(rows[0]) if rows else None
 
     def find(self, **values: Any):
@@ -130,7 +132,8 @@ class RecordReads:
         statement = self._statement(("page", names), lambda: (
             f"SELECT {self.columns.sql} FROM {self.page_from}"
             f" WHERE {self._where(names)} AND {self.id_col} > {{}} ORDER BY {self.id_col} LIMIT {{}}"))
-        rows = self.reader.select(statement, tuple(given[n] for n in names) + (int(after_id), int(limit) + 1))
+        rows = self.reader.select(statement, tuple(given[n] for n in names) + (int(after_id), int(limit) + 1),
+                                  stale_ok=True)
         more = len(rows) > limit
         build = self.columns.build
         items = [build(row) for row in rows[:limit]]
@@ -141,7 +144,7 @@ class RecordReads:
         names = tuple(sorted(given))
         statement = self._statement(("count", names), lambda: (
             f"SELECT COUNT(*) FROM {self.columns.table} WHERE {self._where(names)}"))
-        return int(self.reader.select(statement, tuple(given[n] for n in names))[0][0])
+        return int(self.reader.select(statement, tuple(given[n] for n in names), stale_ok=True)[0][0])
 
 
 class AuthenticationRead:

@@ -1,0 +1,92 @@
+"""Read replicas (``LOCKY_DATABASE_REPLICA_URLS``, issue 18) against a real streaming
+standby: lists and counts come from the replica while logins and writes go to the
+primary; a replica further behind than ``LOCKY_DATABASE_REPLICA_MAX_LAG`` or one that is
+down is left alone and the primary answers, never a 503."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from locky.app import create_app
+from locky.settings import SettingsError
+from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
+
+from replica_cluster import replica_cluster
+
+pytestmark = pytest.mark.backend
+MAX_LAG = 3
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with replica_cluster() as running:
+        yield running
+
+
+def wait_replayed(cluster, email: str) -> None:
+    deadline = time.monotonic() + 20
+    while not cluster.standby_sql(f"SELECT 1 FROM locky_users WHERE email = '{email}'"):
+        assert time.monotonic() < deadline, f"the standby never replayed {email}"
+        time.sleep(0.05)
+
+
+def test_lists_come_from_the_replica_and_a_lagging_or_lost_one_is_left_alone(cluster):
+    app = create_app(make_settings(cluster.primary_url, log_requests=False, bcrypt_rounds=4,
+                                   database_replica_urls=(cluster.standby_url,),
+                                   database_replica_max_lag=MAX_LAG))
+    try:
+        client = LockyClient(app)
+        admin = client.account(ADMIN_EMAIL, verified=True)
+        count = lambda: client.simulate_get("/v1/internal/users/count", headers=admin.headers)  # noqa: E731
+        client.register("first@example.com")
+        wait_replayed(cluster, "first@example.com")
+        assert count().json == {"count": 2}
+
+        # Replay stops: the standby falls behind the primary.
+        cluster.standby_sql("SELECT pg_wal_replay_pause()")
+        client.register("second@example.com")
+        # Logins and authentication stay on the primary: the new user logs in at once.
+        tokens = client.login("second@example.com")
+        me = client.simulate_get("/v1/internal/users/me",
+                                 headers={"Authorization": f"Bearer {tokens['access_token']}"})
+        assert (me.status_code, me.json["email"]) == (200, "second@example.com")
+        # The replica is still within its lag bound: the count it answers misses the new user.
+        assert count().json == {"count": 2}
+        # Past the bound the replica is left alone and the primary answers.
+        time.sleep(MAX_LAG + 1.5)
+        assert count().json == {"count": 3}
+        listed = client.simulate_get("/v1/internal/users", headers=admin.headers, params={"limit": 50})
+        assert "second@example.com" in {user["email"] for user in listed.json["users"]}
+
+        # Replay resumes: the replica catches up and serves again (a stale count proves it).
+        cluster.standby_sql("SELECT pg_wal_replay_resume()")
+        wait_replayed(cluster, "second@example.com")
+        time.sleep(1.2)  # the lag-check pause ends
+        client.register("third@example.com")
+        wait_replayed(cluster, "third@example.com")
+        cluster.standby_sql("SELECT pg_wal_replay_pause()")
+        client.register("fourth@example.com")
+        assert count().json == {"count": 4}
+
+        # A replica that is down: the primary answers every read, never a 503.
+        cluster.standby_sql("SELECT pg_wal_replay_resume()")
+        cluster.stop_standby()
+        for _ in range(3):
+            answer = count()
+            assert (answer.status_code, answer.json) == (200, {"count": 5}), answer.text
+        health = client.simulate_get("/v1/public/health")
+        assert (health.status_code, health.json) == (200, {"status": "ok"})
+    finally:
+        app.close()
+
+
+def test_replicas_need_postgresql_urls():
+    with pytest.raises(SettingsError) as refused:
+        make_settings("sqlite:///:memory:", database_replica_urls=("postgres://replica/locky",))
+    assert str(refused.value) == ("LOCKY_DATABASE_REPLICA_URLS needs a PostgreSQL LOCKY_DATABASE_URL"
+                                  " (read replicas are PostgreSQL's streaming standbys)")
+    with pytest.raises(SettingsError) as refused:
+        make_settings("postgres://primary/locky", database_replica_urls=("mysql://replica/locky",))
+    assert "each replica must be a postgres:// URL" in str(refused.value)
