@@ -3,10 +3,11 @@ answer in JSON, and an app that starts even while the database is away.
 
 - :class:`LockyWorker` is gunicorn's ``gthread`` worker: connections wait in a poller
   until their request head is complete, so slow and idle clients (slowloris, keep-alive)
-  hold no thread; complete requests run on a small pool of threads (each thread holds
-  its own database connections, so their number bounds those too). The errors gunicorn
-  answers itself (a bad request line or header, 414, 431, a broken chunked body) are
-  the contract's JSON bodies with the usual headers instead of gunicorn's HTML.
+  hold no thread; complete requests run on a small pool of threads (``LOCKY_THREADS``),
+  which share the process's bounded database pool (``LOCKY_DATABASE_POOL_SIZE``). The
+  errors gunicorn answers itself (a bad request line or header, 414, 431, a broken
+  chunked body) are the contract's JSON bodies with the usual headers instead of
+  gunicorn's HTML.
 - :class:`StartingApp` is the WSGI app a worker serves until ``create_app`` succeeds:
   a worker (re)started during a database outage answers 503 JSON (health
   ``{"status": "unavailable"}``) instead of failing to boot, which would make gunicorn
