@@ -32,6 +32,33 @@ def wait_replayed(cluster, email: str) -> None:
         time.sleep(0.05)
 
 
+def test_a_host_pointed_at_a_standby_says_so_in_its_log(cluster, caplog):
+    """Registering writes: on a standby it cannot. The client gets the usual 503; the
+    operator's log names the likely mistake. (Runs first: a later test stops the standby.)"""
+    create_app(make_settings(cluster.primary_url, log_requests=False)).close()  # schema and signing key
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            if cluster.standby_sql("SELECT count(*) FROM locky_signing_keys")[0][0]:
+                break
+        except Exception:
+            pass  # the schema is not replayed yet
+        assert time.monotonic() < deadline, "the standby never replayed the schema"
+        time.sleep(0.05)
+    app = create_app(make_settings(cluster.standby_url, log_requests=False, bcrypt_rounds=4, auto_migrate=False))
+    try:
+        client = LockyClient(app)
+        with caplog.at_level("ERROR", logger="locky.storage"):
+            answer = client.simulate_post("/v1/public/users/register",
+                                          json={"name": "Ada", "email": "ada@example.com",
+                                                "password": "a long test password 42"})
+        assert answer.status_code == 503 and set(answer.json) == {"title", "description"}, answer.text
+        assert "read-only" not in answer.text
+        assert any("Does LOCKY_DATABASE_URL name a standby?" in record.getMessage() for record in caplog.records)
+    finally:
+        app.close()
+
+
 def test_lists_come_from_the_replica_and_a_lagging_or_lost_one_is_left_alone(cluster):
     app = create_app(make_settings(cluster.primary_url, log_requests=False, bcrypt_rounds=4,
                                    database_replica_urls=(cluster.standby_url,),
@@ -90,3 +117,4 @@ def test_replicas_need_postgresql_urls():
     with pytest.raises(SettingsError) as refused:
         make_settings("postgres://primary/locky", database_replica_urls=("mysql://replica/locky",))
     assert "each replica must be a postgres:// URL" in str(refused.value)
+

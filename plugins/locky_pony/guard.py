@@ -169,10 +169,20 @@ def quick(started: float) -> bool:
     return time.monotonic() - started < RETRY_WINDOW
 
 
+#: PostgreSQL's "cannot execute ... in a read-only transaction": a standby (or a server
+#: set read-only) where the primary was expected.
+PG_READ_ONLY = "25006"
+
+
 def unavailable(where: str, exc: BaseException, kind: str) -> Unavailable:
     """Log the driver's failure in ``where`` (for the operator) and return the
     ``Unavailable`` to raise (for the client: no driver text)."""
     root = root_cause(exc)
+    if getattr(root, "pgcode", None) == PG_READ_ONLY:
+        log.error("storage unavailable in %s: the database refuses writes (read-only). Does"
+                  " LOCKY_DATABASE_URL name a standby? It must name the primary; standbys go in"
+                  " LOCKY_DATABASE_REPLICA_URLS", where)
+        return Unavailable()
     log.warning("storage unavailable in %s (%s): %s: %s", where, kind, type(root).__name__, _first_line(root))
     return Unavailable()
 
