@@ -1,6 +1,6 @@
-"""The reference point: a bare Falcon "hello" app, served exactly like ``locky serve``
-(gunicorn, sync workers, no access log), so that ratios compare Locky with the cost
-of the server and the framework alone."""
+"""The reference point: a bare Falcon "hello" app, served like ``locky serve`` (gunicorn's
+threaded worker, one thread, 5 s keep-alive, no access log), so that ratios compare
+Locky with the cost of the same server and the framework alone."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def main(argv: list[str]) -> None:
         def load_config(self):
             self.cfg.set("bind", [f"{host}:{port}"])
             self.cfg.set("workers", workers)
-            self.cfg.set("worker_class", "sync")
+            self.cfg.set("worker_class", "gthread")
+            self.cfg.set("threads", 1)
+            self.cfg.set("keepalive", 5)
             self.cfg.set("accesslog", None)
             self.cfg.set("graceful_timeout", 10)
             if "control_socket_disable" in self.cfg.settings:
