@@ -131,15 +131,7 @@ class Reader:
             postgres = self.direct == "postgres"
             if postgres:
                 connection.autocommit = True
-            cursor = connection.cursor()
-            try:
-                if self.prepare:
-                    self._execute_prepared(connection, cursor, statement, params)
-                else:
-                    cursor.execute(statement.direct, params)
-                rows = cursor.fetchall()
-            finally:
-                cursor.close()
+            rows = self._fetch(connection, statement, params)
             if postgres:
                 connection.autocommit = False
             else:
@@ -163,18 +155,8 @@ class Reader:
                 try:
                     if new:
                         connection.autocommit = True  # a replica's connections only read
-                    if not replicas.lag_checked(replica, connection):
-                        rows = None
-                    else:
-                        cursor = connection.cursor()
-                        try:
-                            if self.prepare:
-                                self._execute_prepared(connection, cursor, statement, params)
-                            else:
-                                cursor.execute(statement.direct, params)
-                            rows = cursor.fetchall()
-                        finally:
-                            cursor.close()
+                    fit = replicas.lag_checked(replica, connection)
+                    rows = self._fetch(connection, statement, params) if fit else None
                 except BaseException:
                     replica.pool.drop(connection)
                     raise
@@ -186,6 +168,18 @@ class Reader:
             cause = root_cause(exc)
             replicas.pause(replica, f"{type(cause).__name__}: {(str(cause).strip().splitlines() or [''])[0][:200]}")
             return None
+
+    def _fetch(self, connection, statement: Statement, params: tuple) -> list[tuple]:
+        """The rows of ``statement`` on a server connection, prepared on it when reads are."""
+        cursor = connection.cursor()
+        try:
+            if self.prepare:
+                self._execute_prepared(connection, cursor, statement, params)
+            else:
+                cursor.execute(statement.direct, params)
+            return cursor.fetchall()
+        finally:
+            cursor.close()
 
     def _execute_prepared(self, connection, cursor, statement: Statement, params: tuple) -> None:
         prepared = self._prepared.setdefault(connection, set())
