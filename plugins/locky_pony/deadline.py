@@ -8,10 +8,11 @@ hung process, a stalled pooler or proxy. libpq then waits forever, past gunicorn
 worker timeout, and the worker is killed in the middle of a request.
 
 So each process has one :class:`Watchdog` thread. A storage call notes its thread's
-deadline (:meth:`Watchdog.call`); every connection a thread opens is noted too
-(:meth:`Watchdog.track`). When a call outlives its deadline, the watchdog shuts the
-sockets of that thread's connections down: the driver fails at once, the call becomes
-``Unavailable`` (a 503), and the broken connection is replaced on the next call.
+deadline (:meth:`Watchdog.call`); every connection a thread takes from the pool is noted
+too (:meth:`Watchdog.track`), until it goes back. When a call outlives its deadline, the
+watchdog shuts the sockets of that thread's connections down: the driver fails at once,
+the call becomes ``Unavailable`` (a 503), and the broken connection is replaced on the
+next call.
 
 One watchdog per process (not per app) because it watches threads, which belong to the
 process; each connection carries the timeout of the app that opened it.
