@@ -115,6 +115,33 @@ def _start_app_and_count_roles(barrier, url: str) -> int:
         app.close()
 
 
+def test_a_new_sqlite_file_locked_by_another_process_starts_once_the_lock_is_gone(tmp_path):
+    """Switching a file to WAL fails at once while another connection holds a lock (SQLite
+    does not wait its busy timeout for that): the app tries again instead of refusing to
+    start. Four workers starting together on a new file met this in CI."""
+    import sqlite3
+    import threading
+    import time
+
+    path = tmp_path / "locky.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE elsewhere (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO elsewhere VALUES (1)")
+    released = threading.Timer(0.5, holder.execute, ("COMMIT",))
+    released.start()
+    started = time.monotonic()
+    app = create_app(make_settings(f"sqlite:///{path}", log_requests=False))
+    try:
+        assert time.monotonic() - started >= 0.4  # it waited for the lock
+        assert app.context.storage.roles.count() == 6
+        assert raw(f"sqlite:///{path}", "PRAGMA journal_mode") == [("wal",)]
+    finally:
+        app.close()
+        released.join()
+        holder.close()
+
+
 def test_workers_starting_together_on_a_new_database_all_start(database_url):
     # Each app writes the built-in roles at start; the race between them must not stop one.
     results = in_processes(_start_app_and_count_roles, [(database_url,)] * 4)

@@ -6,6 +6,9 @@ runs at startup (``Storage.migrate``) and ``locky migrate`` runs on demand.
 
 from __future__ import annotations
 
+import sqlite3
+import time
+from typing import Any, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pony.orm import Database
@@ -75,7 +78,7 @@ def open_database(settings: Settings):
         # sync in WAL mode still survives a killed process (only power loss may
         # lose the last commits).
         cursor = connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _while_locked(lambda: cursor.execute("PRAGMA journal_mode=WAL"), settings.db_timeout)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
 
@@ -102,6 +105,21 @@ def open_database(settings: Settings):
     entities = define_entities(db, dialect)
     db.generate_mapping(create_tables=False, check_tables=False)
     return db, entities
+
+
+def _while_locked(run: Callable[[], Any], timeout: float) -> Any:
+    """``run()``, tried again for up to ``timeout`` seconds while SQLite says the database
+    is locked. Switching a new file to WAL needs every other connection out of the way and
+    SQLite answers "database is locked" at once, without waiting its busy timeout: worker
+    processes starting together on a new file met it in CI."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return run()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _use_bigserial(provider) -> None:
