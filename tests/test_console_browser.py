@@ -876,9 +876,24 @@ def test_a_group_maintainer_may_assign_only_the_roles_the_policy_gives_them(brow
     browser.shot("maintainer-group")
 
 
+#: Chrome logs every 4xx answer as a "network" error. A 401 from the session check or
+#: the refresh is the console learning that a session has ended (signed out elsewhere,
+#: user disabled or deleted by an earlier test): it then shows the sign-in screen, which
+#: the flows above check. Whether such a request is in flight when a test ends depends
+#: on timing, so these two are not problems; every other entry is.
+SESSION_ENDED = ("/v1/internal/users/me - ", "/v1/public/users/refresh - ")
+
+
+def _session_ended(entry: dict) -> bool:
+    message = entry.get("message", "")
+    return (entry.get("source") == "network" and "status of 401" in message
+            and any(path in message for path in SESSION_ENDED))
+
+
 def test_no_console_errors_and_no_request_leaves_the_server(browser):
     browser.drain()
-    problems = [entry for entry in browser.console if entry["level"] in ("SEVERE", "WARNING")]
+    problems = [entry for entry in browser.console
+                if entry["level"] in ("SEVERE", "WARNING") and not _session_ended(entry)]
     assert problems == [], json.dumps(problems, indent=1)
     assert browser.requests, "the performance log recorded no request"
     outside = [url for url in browser.requests
