@@ -30,6 +30,7 @@ JWT_ALGORITHMS = ("ES256", "EdDSA", "RS256", "HS256", "HS384", "HS512")
 #: LOCKY_DATABASE_POOLER: none (straight to PostgreSQL), session (a session-pooling
 #: proxy) or transaction (PgBouncer's transaction pooling).
 POOLERS = ("none", "session", "transaction")
+AUTH_CACHES = ("off", "notify")
 ASYMMETRIC_ALGORITHMS = ("ES256", "EdDSA", "RS256")
 MIN_SECRET_BYTES = 32
 #: A secret with fewer different characters is a placeholder, not a random value.
@@ -104,6 +105,16 @@ class Settings:
     # authentication, lockout and every write stay on the primary.
     database_replica_urls: tuple[str, ...] = field(default=(), repr=False)
     database_replica_max_lag: int = 5
+    # The caller's session and user and the policy revision, read on every request,
+    # served from each worker's memory: "off", or "notify" (PostgreSQL; kept honest by
+    # LISTEN/NOTIFY: a write returns once every worker has dropped what it replaces).
+    auth_cache: str = "off"
+    # Milliseconds a worker trusts its cache after it last proved itself caught up: the
+    # longest a write waits for a worker that stopped answering.
+    auth_cache_lease_ms: int = 1000
+    # Where the cache listens (a direct connection: LISTEN cannot pass PgBouncer's
+    # transaction pooling); None: LOCKY_DATABASE_URL.
+    database_listen_url: str | None = field(default=None, repr=False)
     bcrypt_rounds: int = 12
     login_max_failures: int = 5
     login_window: int = 15 * 60
@@ -198,6 +209,7 @@ class Settings:
             if url.split(":", 1)[0] not in ("postgres", "postgresql"):
                 raise SettingsError("LOCKY_DATABASE_REPLICA_URLS: each replica must be a postgres:// URL"
                                     " (comma-separated)")
+        self._validate_auth_cache(scheme)
         if self.database_pooler not in POOLERS:
             raise SettingsError(f"LOCKY_DATABASE_POOLER must be one of {', '.join(POOLERS)}"
                                 f" (got {self.database_pooler!r})")
@@ -218,6 +230,7 @@ class Settings:
             ("database_pool_size", 1, 1000),
             ("database_pool_timeout", 1, 300),
             ("database_replica_max_lag", 1, 3600),
+            ("auth_cache_lease_ms", 100, 60_000),
             ("key_rotation_days", 0, 3650),
             ("smtp_timeout", 1, 300),
             ("verify_ttl", 60, 30 * 24 * 3600),
@@ -242,6 +255,23 @@ class Settings:
             parse_networks(self.trusted_proxies)
         except ValueError as exc:
             raise SettingsError(f"LOCKY_TRUSTED_PROXIES: {exc} (comma-separated CIDRs, e.g. 10.0.0.0/8)") from None
+
+    def _validate_auth_cache(self, scheme: str) -> None:
+        if self.auth_cache not in AUTH_CACHES:
+            raise SettingsError(f"LOCKY_AUTH_CACHE must be one of {', '.join(AUTH_CACHES)} (got {self.auth_cache!r})")
+        postgres = ("postgres", "postgresql")
+        if self.database_listen_url is not None and self.database_listen_url.split(":", 1)[0] not in postgres:
+            raise SettingsError("LOCKY_DATABASE_LISTEN_URL must be a postgres:// URL (the primary, not through"
+                                " a transaction-pooling proxy)")
+        if self.auth_cache != "notify":
+            return
+        if scheme not in postgres:
+            raise SettingsError("LOCKY_AUTH_CACHE=notify needs a PostgreSQL LOCKY_DATABASE_URL (it listens with"
+                                " LISTEN/NOTIFY); on one host, or with Redis, see contrib/locky_redis")
+        if self.database_pooler == "transaction" and self.database_listen_url is None:
+            raise SettingsError("LOCKY_AUTH_CACHE=notify behind LOCKY_DATABASE_POOLER=transaction needs"
+                                " LOCKY_DATABASE_LISTEN_URL: a direct connection to the primary (LISTEN does"
+                                " not pass transaction pooling)")
 
     @property
     def sqlite_path(self) -> Path | None:

@@ -1,8 +1,8 @@
-"""A local cache whose entries every host drops within a bounded time of a change.
+"""Redis pub/sub as the change bus of Locky's storage cache (:mod:`locky.storage_cache`).
 
-:class:`Cache` holds values in this process. :class:`Listener` keeps one Redis pub/sub
-subscription per process; every host publishes what it changed on one channel and every
-host drops those entries when the message arrives.
+:class:`Listener` keeps one Redis pub/sub subscription per process; every host
+publishes what it changed on one channel and every host drops those entries from its
+cache when the message arrives.
 
 Pub/sub delivers at most once, so the cache never trusts it blindly:
 
@@ -14,8 +14,6 @@ Pub/sub delivers at most once, so the cache never trusts it blindly:
   listener behind) every read goes to storage.
 - On every (re)subscription the whole cache is emptied: messages sent while we were not
   subscribed are lost.
-- A read that started before an invalidation must not store its (possibly old) result
-  after it: :meth:`Cache.token` and :meth:`Cache.put` compare a generation number.
 """
 
 from __future__ import annotations
@@ -23,59 +21,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Hashable
+from typing import Callable
 
 log = logging.getLogger("locky.redis")
-
-MISSING = object()
-
-
-class Cache:
-    """Values by key, each kept at most ``max_age`` seconds, usable while ``fresh()``."""
-
-    def __init__(self, max_age: float, fresh: Callable[[], bool], max_entries: int = 100_000):
-        self.max_age = max_age
-        self.fresh = fresh
-        self.max_entries = max_entries
-        self._lock = threading.Lock()
-        self._entries: dict[Hashable, tuple[Any, float]] = {}
-        self._generation = 0
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: Hashable) -> Any:
-        """The cached value or :data:`MISSING`."""
-        if self.fresh():
-            with self._lock:
-                entry = self._entries.get(key)
-                if entry is not None and time.monotonic() - entry[1] < self.max_age:
-                    self.hits += 1
-                    return entry[0]
-        self.misses += 1
-        return MISSING
-
-    def token(self) -> int:
-        """Take before reading storage; give to :meth:`put` with the result."""
-        return self._generation
-
-    def put(self, key: Hashable, value: Any, token: int) -> None:
-        """Keep ``value`` unless something was invalidated since ``token`` was taken."""
-        with self._lock:
-            if token != self._generation or not self.fresh():
-                return
-            if len(self._entries) >= self.max_entries:
-                self._entries.clear()
-            self._entries[key] = (value, time.monotonic())
-
-    def drop(self, key: Hashable) -> None:
-        with self._lock:
-            self._generation += 1
-            self._entries.pop(key, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._generation += 1
-            self._entries.clear()
 
 
 class Listener:

@@ -24,6 +24,12 @@ from locky.settings import Settings, SettingsError
 IN_MEMORY = "sqlite:///:memory:"
 
 
+def in_memory(settings: Settings) -> Settings:
+    """``settings`` on an in-memory database: what needs a server engine is left out."""
+    return settings.replace(database_url=IN_MEMORY, database_replica_urls=(), auth_cache="off",
+                            database_listen_url=None)
+
+
 def masked_url(url: str) -> str:
     """``url`` with its password (if any) shown as ``***``."""
     parts = urllib.parse.urlsplit(url)

@@ -123,7 +123,7 @@ def _spec(settings, args) -> int:
         return 0
 
     logging.getLogger("locky").setLevel(logging.WARNING)  # the in-memory schema and key are no news
-    return _with_app(settings.replace(database_url=checks.IN_MEMORY), work)
+    return _with_app(checks.in_memory(settings), work)
 
 
 def _live_user(storage, email: str):
@@ -199,7 +199,7 @@ def _migrate(settings, args) -> int:
     if args.dry_run and path is not None and not path.exists():
         # A dry run writes nothing: the steps of a new database, shown on one in memory.
         print(f"locky: no database at {path} yet; `locky migrate` would create it")
-        settings = settings.replace(database_url=checks.IN_MEMORY)
+        settings = checks.in_memory(settings)
     context = Context(settings, build_plugin_manager(settings))
     registry = Registry("storage")
     context.hook.locky_register_storage(registry=registry)

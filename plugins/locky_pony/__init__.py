@@ -10,7 +10,9 @@ Registered as the storage provider ``pony``; the engine is chosen by
   statement each, and the records built from its rows);
 - :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes),
   :mod:`.sessions` (login sessions, the login throttle, grants) and :mod:`.lifecycle`
-  (single-use codes, the mail outbox, TOTP).
+  (single-use codes, the mail outbox, TOTP);
+- :mod:`.pool` and :mod:`.replicas`: where statements run; :mod:`.notify`: the change
+  bus of ``LOCKY_AUTH_CACHE=notify``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pony.orm import core, db_session
 
 from locky.errors import Conflict, LockyError
 from locky.plugins import hookimpl
+from locky.storage_cache import CachingStorage
 
 from . import schema
 from .audit import AuditStore, DeliveryStore, WebhookStore
@@ -28,6 +31,7 @@ from .database import bind_arguments, open_database
 from .deadline import WATCHDOG
 from .guard import CONFLICT, classify, from_database, transaction, unavailable
 from .lifecycle import CodeStore, KeyStore, Outbox, TotpStore
+from .notify import open_bus
 from .reader import Reader
 from .replicas import REPLICA_POOL_WAIT, Replicas
 from .sessions import GrantStore, LoginThrottle, SessionStore
@@ -130,6 +134,20 @@ def _replicas(settings) -> Replicas | None:
                          settings.database_replica_max_lag)
 
 
+def open_storage(settings):
+    """The ``pony`` storage of ``settings``: with ``LOCKY_AUTH_CACHE=notify``, inside the
+    cache of :mod:`locky.storage_cache`, kept honest by :mod:`.notify`."""
+    storage = PonyStorage(settings)
+    if settings.auth_cache != "notify":
+        return storage
+    try:
+        bind = bind_arguments(settings, settings.database_listen_url, name="LOCKY_DATABASE_LISTEN_URL")
+        return CachingStorage(storage, open_bus(storage.db, settings, bind))
+    except BaseException:
+        storage.close()
+        raise
+
+
 @hookimpl
 def locky_register_storage(registry):
-    registry.add("pony", lambda context: PonyStorage(context.settings))
+    registry.add("pony", lambda context: open_storage(context.settings))

@@ -16,6 +16,7 @@ import logging
 import random
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Callable
 
 from pony.orm import core, db_session
@@ -39,6 +40,10 @@ MYSQL_LOST = {2002, 2003, 2005, 2006, 2013, 2055, 1927, 1053, 1077, 1078, 1079, 
 
 #: Seconds after its start within which a failed call may still run again (see ``quick``).
 RETRY_WINDOW = 1.0
+
+#: What the caller wants run at the end of every storage call's transaction, before it
+#: commits (see :func:`before_commit`).
+_BEFORE_COMMIT: ContextVar[tuple[Callable[[], None], ...]] = ContextVar("locky_before_commit", default=())
 
 _WRAPPERS = (core.CommitException, core.PartialCommitException, core.RollbackException)
 
@@ -131,7 +136,14 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
     if method is None:
         return functools.partial(transaction, retries=retries, conflict=conflict,
                                  retry_conflicts=retry_conflicts)
-    session = db_session(method)
+    @functools.wraps(method)
+    def body(*args, **kwargs):
+        result = method(*args, **kwargs)
+        for hook in _BEFORE_COMMIT.get():
+            hook()
+        return result
+
+    session = db_session(body)
 
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
@@ -160,6 +172,19 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
 
     wrapper.retries = retries
     return wrapper
+
+
+@contextmanager
+def before_commit(hook: Callable[[], None]):
+    """Within the block, every storage call of this thread (or task) runs ``hook()``
+    inside its transaction, after the call's own statements and before the commit,
+    and again on each retry: what it writes commits with the call or not at all. The
+    change bus (:mod:`.notify`) announces a write this way."""
+    token = _BEFORE_COMMIT.set(_BEFORE_COMMIT.get() + (hook,))
+    try:
+        yield
+    finally:
+        _BEFORE_COMMIT.reset(token)
 
 
 def quick(started: float) -> bool:

@@ -1,0 +1,296 @@
+"""The per-request reads of a storage served from process memory, for hosts that share
+one database: the caller's session with its user, and the policy revision.
+
+Locky checks both in storage on every authenticated request, which is what makes a
+logout or a role change hold at once on every host; it costs a database round trip per
+request. :class:`CachingStorage` wraps a storage and serves those two reads from a
+:class:`Cache` in the process. What keeps the cache honest is a *change bus* (the
+:class:`ChangeBus` protocol): every write to sessions, users, roles and grants made
+through the wrapper is announced on it, and every process drops what it cached when the
+announcement reaches it. The database stays the only record: announcements name what
+changed, never its new value. Other reads and all writes go to the wrapped storage
+unchanged; the storage contract suite passes on the wrapper.
+
+Two buses ship with Locky, each with its own guarantee (see its module):
+
+- PostgreSQL ``LISTEN/NOTIFY`` (:mod:`locky_pony.notify`, ``LOCKY_AUTH_CACHE=notify``):
+  a write returns only once every host has dropped what it replaces, or could no
+  longer serve it: revocation stays *at once*;
+- Redis pub/sub (``contrib/locky_redis``): every host drops it within ``max_staleness``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Callable, Hashable, Protocol
+
+from locky.records import Authenticated
+
+__all__ = ["MISSING", "Cache", "CachingStorage", "ChangeBus", "REVISION", "SESSION", "USERS"]
+
+MISSING = object()
+
+#: What an announcement names: the policy revision; every user (any cached session's
+#: user may have changed); one session (``SESSION`` + its uuid).
+REVISION = "revision"
+USERS = "users"
+SESSION = "session:"
+
+
+class ChangeBus(Protocol):
+    """How the processes sharing a database tell each other what changed."""
+
+    def start(self, on_change: Callable[[str], None], on_reset: Callable[[], None]) -> None:
+        """Begin listening: ``on_change(what)`` for every announcement (this process's
+        own included), ``on_reset()`` whenever announcements may have been missed."""
+
+    def fresh(self) -> bool:
+        """Whether cached values may be served now (the bus is caught up)."""
+
+    def changing(self, what: str, drop_here: Callable[[str], None]) -> AbstractContextManager:
+        """Around one write of the wrapped storage: announce ``what`` as changed, call
+        ``drop_here(what)`` once the write is done, and return when the bus's guarantee
+        holds for it."""
+
+    def batch(self, drop_here: Callable[[str], None]) -> AbstractContextManager:
+        """Around an ``atomic`` block of writes (whose announcements go out together)."""
+
+    def close(self) -> None:
+        """Stop listening and let go of connections."""
+
+
+class Cache:
+    """Values by key, each kept at most ``max_age`` seconds, usable while ``fresh()``."""
+
+    def __init__(self, max_age: float, fresh: Callable[[], bool], max_entries: int = 100_000):
+        self.max_age = max_age
+        self.fresh = fresh
+        self.max_entries = max_entries
+        self._lock = threading.Lock()
+        self._entries: dict[Hashable, tuple[Any, float]] = {}
+        self._generation = 0
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> Any:
+        """The cached value or :data:`MISSING`."""
+        if self.fresh():
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None and time.monotonic() - entry[1] < self.max_age:
+                    self.hits += 1
+                    return entry[0]
+        self.misses += 1
+        return MISSING
+
+    def token(self) -> int:
+        """Take before reading storage; give to :meth:`put` with the result."""
+        return self._generation
+
+    def put(self, key: Hashable, value: Any, token: int) -> None:
+        """Keep ``value`` unless something was invalidated since ``token`` was taken:
+        a read that started before an invalidation must not store what it replaced."""
+        with self._lock:
+            if token != self._generation or not self.fresh():
+                return
+            if len(self._entries) >= self.max_entries:
+                self._entries.clear()
+            self._entries[key] = (value, time.monotonic())
+
+    def drop(self, key: Hashable) -> None:
+        with self._lock:
+            self._generation += 1
+            self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._entries.clear()
+
+
+class _Through:
+    """Everything not overridden goes to the wrapped store unchanged."""
+
+    def __init__(self, inner, owner: "CachingStorage"):
+        self._inner = inner
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def _write(self, what: str, method: str, *args, **kwargs):
+        with self._owner.changing(what):
+            return getattr(self._inner, method)(*args, **kwargs)
+
+
+class _Users(_Through):
+    def update(self, id, **changes):
+        return self._write(USERS, "update", id, **changes)
+
+    def delete(self, id):
+        return self._write(USERS, "delete", id)  # also ends the user's sessions
+
+    def mark_verified(self, uuid, email):
+        return self._write(USERS, "mark_verified", uuid, email)
+
+
+class _Totp(_Through):
+    """Turning TOTP on or off changes the user's ``mfa_enabled``."""
+
+    def confirm(self, user_uuid, **kwargs):
+        return self._write(USERS, "confirm", user_uuid, **kwargs)
+
+    def remove(self, user_uuid):
+        return self._write(USERS, "remove", user_uuid)
+
+
+class _Roles(_Through):
+    def create(self, **fields):
+        return self._write(REVISION, "create", **fields)
+
+    def update(self, id, **changes):
+        return self._write(REVISION, "update", id, **changes)
+
+    def delete(self, id):
+        return self._write(REVISION, "delete", id)
+
+    def sync_builtin(self, roles):
+        return self._write(REVISION, "sync_builtin", roles)
+
+
+class _Grants(_Through):
+    def grant(self, user_uuid, role):
+        return self._write(REVISION, "grant", user_uuid, role)
+
+    def revoke(self, user_uuid, role):
+        return self._write(REVISION, "revoke", user_uuid, role)
+
+
+class _Sessions(_Through):
+    def identity(self, uuid):
+        cache = self._owner.cache
+        key = SESSION + uuid
+        found = cache.get(key)
+        if found is not MISSING:
+            return found
+        token = cache.token()
+        found = self._inner.identity(uuid)
+        if found is not None:  # a missing session may be created later: never cached
+            cache.put(key, found, token)
+        return found
+
+    def revoke_all(self, user_uuid, *, keep=None):
+        # Every cached session of the user goes with it (announced like a user change).
+        return self._write(USERS, "revoke_all", user_uuid, keep=keep)
+
+    def authenticate(self, uuid):
+        """The session with its user and the revision, from the cache when both are there;
+        otherwise one read of the wrapped storage, which refreshes both entries."""
+        if not isinstance(uuid, str):
+            return None
+        cache = self._owner.cache
+        key = SESSION + uuid
+        identity, revision = cache.get(key), cache.get(REVISION)
+        if identity is not MISSING and revision is not MISSING:
+            return Authenticated(session=identity[0], user=identity[1], policy_revision=revision)
+        token = cache.token()
+        found = self._inner.authenticate(uuid)
+        if found is not None:  # a missing session may be created later: never cached
+            cache.put(key, (found.session, found.user), token)
+            cache.put(REVISION, found.policy_revision, token)
+        return found
+
+    def rotate(self, uuid, presented_jti, new_jti):
+        return self._write(SESSION + uuid, "rotate", uuid, presented_jti, new_jti)
+
+    def revoke(self, uuid):
+        return self._write(SESSION + uuid, "revoke", uuid)
+
+
+class CachingStorage:
+    """``inner`` with its per-request reads cached, kept honest by ``bus``.
+
+    ``max_age`` bounds how long an entry is kept at all: what changes the database
+    without going through a wrapper (a hand-written ``UPDATE``) is seen after it.
+    """
+
+    def __init__(self, inner, bus: ChangeBus, *, max_age: float = 10.0):
+        self.inner = inner
+        self.bus = bus
+        self.cache = Cache(max_age, bus.fresh)
+        self.users = _Users(inner.users, self)
+        self.groups = inner.groups
+        self.members = inner.members
+        self.roles = _Roles(inner.roles, self)
+        self.sessions = _Sessions(inner.sessions, self)
+        self.throttle = inner.throttle
+        self.grants = _Grants(inner.grants, self)
+        self.codes = inner.codes
+        self.outbox = inner.outbox
+        self.totp = _Totp(inner.totp, self)
+        self.keys = inner.keys
+        # The audit trail and webhooks go straight through, as the outbox and keys do.
+        self.audit = inner.audit
+        self.webhooks = inner.webhooks
+        self.deliveries = inner.deliveries
+        bus.start(self._heard, self._reset)
+
+    def __getattr__(self, name: str) -> Any:
+        # What the wrapped storage offers beyond the Storage interface (its reader, its
+        # pool statistics) stays reachable.
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    # -- invalidation ------------------------------------------------------------
+
+    def changing(self, what: str):
+        """Around a write of ``inner`` that changes ``what``."""
+        return self.bus.changing(what, self._heard)
+
+    def _heard(self, what: str) -> None:
+        if what.startswith(SESSION):
+            self.cache.drop(what)
+        elif what == REVISION:
+            self.cache.drop(REVISION)
+        else:  # users (any cached session's user may have changed), or news we do not know
+            self.cache.clear()
+
+    def _reset(self) -> None:
+        self.cache.clear()
+
+    # -- Storage -------------------------------------------------------------------
+
+    @contextmanager
+    def atomic(self):
+        with self.bus.batch(self._heard), self.inner.atomic():
+            yield
+
+    def revision(self) -> int:
+        found = self.cache.get(REVISION)
+        if found is not MISSING:
+            return found
+        token = self.cache.token()
+        revision = self.inner.revision()
+        self.cache.put(REVISION, revision, token)
+        return revision
+
+    def schema(self):
+        return self.inner.schema()
+
+    def migrate(self, *, dry_run: bool = False):
+        applied = self.inner.migrate(dry_run=dry_run)
+        if applied and not dry_run:
+            self._reset()  # nothing cached from before the new schema is kept
+        return applied
+
+    def ping(self) -> bool:
+        return self.inner.ping()
+
+    def close(self) -> None:
+        try:
+            self.bus.close()
+        finally:
+            self.inner.close()
