@@ -28,15 +28,19 @@ from typing import Any, Callable, Hashable, Protocol
 
 from locky.records import Authenticated
 
-__all__ = ["MISSING", "Cache", "CachingStorage", "ChangeBus", "REVISION", "SESSION", "USERS"]
+__all__ = ["MISSING", "Cache", "CachingStorage", "ChangeBus", "REVISION", "SESSION", "USERS", "USER_ID",
+           "USER_UUID"]
 
 MISSING = object()
 
 #: What an announcement names: the policy revision; every user (any cached session's
-#: user may have changed); one session (``SESSION`` + its uuid).
+#: user may have changed); one session (``SESSION`` + its uuid); one user, by id
+#: (``USER_ID`` + id) or by uuid (``USER_UUID`` + uuid): its record and its sessions.
 REVISION = "revision"
 USERS = "users"
 SESSION = "session:"
+USER_ID = "user-id:"
+USER_UUID = "user-uuid:"
 
 
 class ChangeBus(Protocol):
@@ -62,7 +66,8 @@ class ChangeBus(Protocol):
 
 
 class Cache:
-    """Values by key, each kept at most ``max_age`` seconds, usable while ``fresh()``."""
+    """Values by key, each kept at most ``max_age`` seconds, usable while ``fresh()``.
+    An entry may carry tags: :meth:`drop_tag` drops every entry with that tag."""
 
     def __init__(self, max_age: float, fresh: Callable[[], bool], max_entries: int = 100_000):
         self.max_age = max_age
@@ -70,6 +75,7 @@ class Cache:
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._entries: dict[Hashable, tuple[Any, float]] = {}
+        self._tagged: dict[str, set[Hashable]] = {}
         self._generation = 0
         self.hits = 0
         self.misses = 0
@@ -89,7 +95,7 @@ class Cache:
         """Take before reading storage; give to :meth:`put` with the result."""
         return self._generation
 
-    def put(self, key: Hashable, value: Any, token: int) -> None:
+    def put(self, key: Hashable, value: Any, token: int, tags: tuple[str, ...] = ()) -> None:
         """Keep ``value`` unless something was invalidated since ``token`` was taken:
         a read that started before an invalidation must not store what it replaced."""
         with self._lock:
@@ -97,17 +103,32 @@ class Cache:
                 return
             if len(self._entries) >= self.max_entries:
                 self._entries.clear()
+                self._tagged.clear()
             self._entries[key] = (value, time.monotonic())
+            for tag in tags:
+                self._tagged.setdefault(tag, set()).add(key)
 
     def drop(self, key: Hashable) -> None:
         with self._lock:
             self._generation += 1
             self._entries.pop(key, None)
 
+    def drop_tag(self, tag: str) -> None:
+        with self._lock:
+            self._generation += 1
+            for key in self._tagged.pop(tag, ()):
+                self._entries.pop(key, None)
+
     def clear(self) -> None:
         with self._lock:
             self._generation += 1
             self._entries.clear()
+            self._tagged.clear()
+
+
+def user_tags(user) -> tuple[str, str]:
+    """The tags of what is cached for ``user``: its record and its sessions."""
+    return USER_ID + str(user.id), USER_UUID + user.uuid
 
 
 class _Through:
@@ -126,24 +147,35 @@ class _Through:
 
 
 class _Users(_Through):
+    """Reads by id and uuid come from the cache: the records are announced whenever
+    they change, and a read by id may be a little stale only as the bus allows."""
+
+    def get(self, id):
+        return self._owner.cached(("user", id), self._inner.get, id)
+
+    def get_by_uuid(self, uuid):
+        if not isinstance(uuid, str):
+            return None
+        return self._owner.cached(("user-uuid", uuid), self._inner.get_by_uuid, uuid)
+
     def update(self, id, **changes):
-        return self._write(USERS, "update", id, **changes)
+        return self._write(USER_ID + str(id), "update", id, **changes)
 
     def delete(self, id):
-        return self._write(USERS, "delete", id)  # also ends the user's sessions
+        return self._write(USER_ID + str(id), "delete", id)  # also ends the user's sessions
 
     def mark_verified(self, uuid, email):
-        return self._write(USERS, "mark_verified", uuid, email)
+        return self._write(USER_UUID + str(uuid), "mark_verified", uuid, email)
 
 
 class _Totp(_Through):
     """Turning TOTP on or off changes the user's ``mfa_enabled``."""
 
     def confirm(self, user_uuid, **kwargs):
-        return self._write(USERS, "confirm", user_uuid, **kwargs)
+        return self._write(USER_UUID + str(user_uuid), "confirm", user_uuid, **kwargs)
 
     def remove(self, user_uuid):
-        return self._write(USERS, "remove", user_uuid)
+        return self._write(USER_UUID + str(user_uuid), "remove", user_uuid)
 
 
 class _Roles(_Through):
@@ -170,20 +202,13 @@ class _Grants(_Through):
 
 class _Sessions(_Through):
     def identity(self, uuid):
-        cache = self._owner.cache
-        key = SESSION + uuid
-        found = cache.get(key)
-        if found is not MISSING:
-            return found
-        token = cache.token()
-        found = self._inner.identity(uuid)
-        if found is not None:  # a missing session may be created later: never cached
-            cache.put(key, found, token)
-        return found
+        if not isinstance(uuid, str):
+            return None
+        return self._owner.cached(SESSION + uuid, self._inner.identity, uuid)
 
     def revoke_all(self, user_uuid, *, keep=None):
         # Every cached session of the user goes with it (announced like a user change).
-        return self._write(USERS, "revoke_all", user_uuid, keep=keep)
+        return self._write(USER_UUID + str(user_uuid), "revoke_all", user_uuid, keep=keep)
 
     def authenticate(self, uuid):
         """The session with its user and the revision, from the cache when both are there;
@@ -198,7 +223,7 @@ class _Sessions(_Through):
         token = cache.token()
         found = self._inner.authenticate(uuid)
         if found is not None:  # a missing session may be created later: never cached
-            cache.put(key, (found.session, found.user), token)
+            cache.put(key, (found.session, found.user), token, user_tags(found.user))
             cache.put(REVISION, found.policy_revision, token)
         return found
 
@@ -250,9 +275,25 @@ class CachingStorage:
         """Around a write of ``inner`` that changes ``what``."""
         return self.bus.changing(what, self._heard)
 
+    def cached(self, key, read: Callable[[Any], Any], argument):
+        """``read(argument)`` from the cache under ``key``, else from storage (kept when
+        found: what is missing now may be created later). A session is kept as
+        ``(session, user)``; records and sessions carry their user's tags."""
+        found = self.cache.get(key)
+        if found is not MISSING:
+            return found
+        token = self.cache.token()
+        found = read(argument)
+        if found is not None:
+            user = found[1] if isinstance(found, tuple) else found
+            self.cache.put(key, found, token, user_tags(user))
+        return found
+
     def _heard(self, what: str) -> None:
         if what.startswith(SESSION):
             self.cache.drop(what)
+        elif what.startswith((USER_ID, USER_UUID)):
+            self.cache.drop_tag(what)
         elif what == REVISION:
             self.cache.drop(REVISION)
         else:  # users (any cached session's user may have changed), or news we do not know

@@ -29,7 +29,7 @@ from locky.testing.server import locky_server
 from locky.testing.storage_contract import StorageContract
 from locky_pony import open_storage
 
-from pgbouncer import pgbouncer
+from locky.testing.pgbouncer import pgbouncer
 
 pytestmark = pytest.mark.backend
 
@@ -89,6 +89,38 @@ def test_reads_come_from_memory_and_a_logout_holds_at_once(hosts):
         assert cache.hits - hits >= 4  # the session and the revision, twice: no database read
         assert a.simulate_post("/v1/private/users/logout", headers=ada.headers).status_code == 204
         assert me(b, ada) == 401, f"round {round}: B served a session A had ended"
+
+
+def test_user_records_come_from_memory_and_changes_are_seen_at_once(hosts):
+    a, b = hosts
+    admin, ada = a.account(ADMIN_EMAIL, verified=True), a.account("ada@example.com")
+    bob = a.account("bob@example.com")
+    cache = b.app.context.storage.cache
+
+    def on_b(account=admin):
+        answer = b.simulate_get(f"/v1/internal/users/{ada.id}", headers=account.headers)
+        return answer.status_code, answer.json
+
+    assert on_b()[0] == 200
+    hits = cache.hits
+    assert on_b()[0] == 200
+    assert cache.hits - hits >= 3  # the session, the revision and the record
+    for round in range(5):
+        name = f"Ada {round}"
+        assert a.simulate_put(f"/v1/private/users/{ada.id}", headers=admin.headers,
+                              json={"name": name}).status_code == 200
+        assert on_b()[1]["name"] == name, f"round {round}"
+        assert on_b(bob)[1]["name"] == name
+    assert a.simulate_put(f"/v1/private/users/{ada.id}", headers=admin.headers,
+                          json={"disabled": True}).status_code == 200
+    assert on_b()[1]["disabled"] is True
+    assert me(b, ada) == 401  # a disabled user's session ends with it
+    # A change to one user leaves what is cached for the others.
+    assert me(b, bob) == 200
+    hits = cache.hits
+    assert me(b, bob) == 200 and cache.hits - hits >= 2
+    assert a.simulate_delete(f"/v1/private/users/{ada.id}", headers=admin.headers).status_code == 204
+    assert on_b()[0] == 404
 
 
 def test_deletions_and_authorization_changes_hold_at_once(hosts):

@@ -7,7 +7,8 @@ does not answer, failed instead under ``LOCKY_REQUIRE_BACKENDS=1``):
 - the storage contract suite passes through the cache;
 - two apps on one database (two hosts) see each other's logouts, user deletions and role
   changes within one second while serving repeated reads from their caches;
-- when Redis goes away the cache turns itself off (reads go to storage, still correct);
+- when Redis goes away the cache turns itself off (reads go to storage, still correct),
+  and when it hangs, writes do not wait for it;
 - two ``locky serve`` processes on one PostgreSQL database (``LOCKY_TEST_POSTGRES_URL``)
   see a logout and a role change made through the other within one second.
 """
@@ -79,6 +80,16 @@ def fresh(app) -> None:
     assert app.context.storage.listener.wait_fresh(5), "the Redis subscription did not come up"
 
 
+def settled(*apps) -> None:
+    """Every announcement the apps made so far has reached every one of them (writes
+    publish from a thread of their own: one may still be on its way)."""
+    for app in apps:
+        assert app.context.storage.bus.publisher.wait_sent(5)
+    mark = time.monotonic()
+    for app in apps:  # a ping sent after the publish came back: every earlier message is in
+        eventually(lambda: app.context.storage.listener._confirmed > mark, within=5)
+
+
 class TestContract(StorageContract):
     """The cache changes no behaviour of the storage it wraps."""
 
@@ -106,6 +117,7 @@ def me(client, account) -> int:
 def test_reads_are_cached_and_a_logout_is_seen_at_once(hosts):
     a, b = hosts
     ada = a.account("ada@example.com")
+    settled(a.app, b.app)
     cache = b.app.context.storage.cache
     assert me(b, ada) == 200
     hits = cache.hits
@@ -171,6 +183,24 @@ def test_when_redis_goes_away_reads_go_to_storage(locky_app_factory, redis_url, 
         fresh(cut_off)  # back, with an emptied cache
         bob = a.account("bob@example.com")
         assert me(b, bob) == 200
+
+
+def test_a_hung_redis_costs_writes_nothing(locky_app_factory, redis_url, channel):
+    parts = urlsplit(redis_url)
+    with TcpProxy(parts.hostname, parts.port or 6379) as proxy:
+        proxied = redis_url.replace(parts.netloc, f"{parts.hostname}:{proxy.port}", 1)
+        app = locky_app_factory(**options(proxied, channel))
+        fresh(app)
+        client = LockyClient(app)
+        accounts = [client.account(f"user{n}@example.com") for n in range(3)]
+        proxy.blackhole()  # Redis keeps the connection and never answers: a hung server
+        for account in accounts:
+            started = time.monotonic()
+            assert client.simulate_post("/v1/private/users/logout", headers=account.headers).status_code == 204
+            assert time.monotonic() - started < 0.5  # was the client's 2 s timeout per write
+            assert me(client, account) == 401
+        eventually(lambda: not app.context.storage.listener.fresh())  # no pong: the cache is off
+        proxy.restore()
 
 
 def test_settings_are_checked_at_startup(locky_app_factory, redis_url, channel, tmp_path):

@@ -13,7 +13,7 @@ from locky.app import create_app
 from locky.settings import SettingsError
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 
-from replica_cluster import replica_cluster
+from locky.testing.replica_cluster import replica_cluster
 
 pytestmark = pytest.mark.backend
 MAX_LAG = 3

@@ -20,7 +20,7 @@ from locky.testing.databases import engine, run_sql
 from locky.testing.server import locky_server
 from locky.app import create_app
 
-from pgbouncer import pgbouncer
+from locky.testing.pgbouncer import pgbouncer
 
 PASSWORD = "a long test password 42"
 SECRET = "scale-out-test-secret-" + "k3Rw8" * 8

@@ -20,9 +20,10 @@ still be honoured by another for up to ``max_staleness`` seconds. On PostgreSQL,
 once (a write waits for every host's acknowledgement); prefer it there.
 
 Guarantee: a cached value is never served more than ``max_staleness`` seconds (default
-1) after a change whose host reached Redis. Each process pings Redis on its subscription
-four times per ``max_staleness`` and uses its cache only while a recent ping has come
-back, which proves every earlier message has arrived; when Redis is away, every read
+1) after a change whose host reached Redis. A write never waits for Redis: its
+announcement is sent from a thread of its own. Each process pings Redis on its
+subscription four times per ``max_staleness`` and uses its cache only while a recent
+ping has come back, which proves every earlier message has arrived; when Redis is away, every read
 goes to the database (slower, never stale). The one gap: a host that cannot reach Redis
 *when it writes* cannot tell the others, which then keep their entry up to ``max_age``
 seconds (default 10); that host logs a warning.
@@ -42,18 +43,15 @@ Install with ``pip install 'locky[redis]'``. Redis must answer at startup.
 
 from __future__ import annotations
 
-import logging
 import os
 from contextlib import contextmanager
 
 from locky import SettingsError, hookimpl
 from locky.storage_cache import USERS, CachingStorage as _CachingStorage
 
-from .invalidation import Listener
+from .invalidation import Listener, Publisher
 
 __all__ = ["CachingStorage", "RedisBus", "locky_register_storage"]
-
-log = logging.getLogger("locky.redis")
 
 NAME = "redis-cache"
 
@@ -67,6 +65,7 @@ class RedisBus:
         self.channel = channel
         self.max_staleness = max_staleness
         self.listener = None
+        self.publisher = Publisher(client, channel)
 
     def start(self, on_change, on_reset) -> None:
         self.listener = Listener(self.client, self.channel, self.max_staleness, on_change, on_reset)
@@ -91,16 +90,12 @@ class RedisBus:
         self.publish(USERS, drop_here)
 
     def publish(self, what: str, drop_here) -> None:
-        """Drop ``what`` here at once, then tell every other host."""
+        """Drop ``what`` here at once, then tell every other host (without waiting)."""
         drop_here(what)
-        try:
-            self.client.publish(self.channel, what)
-        except Exception as exc:
-            log.warning("could not publish %r on redis channel %s (%s: %s): other hosts may serve it"
-                        " from their cache for up to max_age seconds", what, self.channel,
-                        type(exc).__name__, exc)
+        self.publisher.publish(what)
 
     def close(self) -> None:
+        self.publisher.stop()
         if self.listener is not None:
             self.listener.stop()
         self.client.close()

@@ -14,11 +14,17 @@ Pub/sub delivers at most once, so the cache never trusts it blindly:
   listener behind) every read goes to storage.
 - On every (re)subscription the whole cache is emptied: messages sent while we were not
   subscribed are lost.
+
+A write never waits for Redis: :class:`Publisher` sends its announcement from a thread
+of its own, so a Redis that hangs costs writes nothing (it used to cost each one the
+client's two-second timeout). Every host's cache then turns itself off as its pings go
+unanswered, as above.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from typing import Callable
@@ -106,3 +112,48 @@ class Listener:
             elif kind == "message":
                 data = message["data"]
                 self.on_message(data.decode() if isinstance(data, bytes) else str(data))
+
+
+class Publisher:
+    """Publishes on ``channel`` from a daemon thread, in order; at most ``backlog``
+    announcements wait (beyond that they are dropped, with a warning)."""
+
+    def __init__(self, client, channel: str, backlog: int = 10_000):
+        self.client = client
+        self.channel = channel
+        self._queue: queue.Queue = queue.Queue(maxsize=backlog)
+        self._thread = threading.Thread(target=self._run, name=f"locky-redis-publish:{channel}", daemon=True)
+        self._thread.start()
+
+    def publish(self, what: str) -> None:
+        try:
+            self._queue.put_nowait(what)
+        except queue.Full:
+            log.warning("redis announcements are backing up (Redis is not answering): %r dropped; other"
+                        " hosts may serve it from their cache for up to max_age seconds", what)
+
+    def wait_sent(self, timeout: float) -> bool:
+        """Whether every announcement made so far has been handed to Redis (tests, close)."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return not self._queue.unfinished_tasks
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self.wait_sent(timeout)
+        self._queue.put(None)
+        self._thread.join(timeout=timeout)
+
+    def _run(self) -> None:
+        while True:
+            what = self._queue.get()
+            try:
+                if what is None:
+                    return
+                self.client.publish(self.channel, what)
+            except Exception as exc:
+                log.warning("could not publish %r on redis channel %s (%s: %s): other hosts may serve it"
+                            " from their cache for up to max_age seconds", what, self.channel,
+                            type(exc).__name__, exc)
+            finally:
+                self._queue.task_done()
