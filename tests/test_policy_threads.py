@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import pytest
 
@@ -26,7 +27,8 @@ QUESTIONS = [
     (("owner", "*", "groups", "delete"), True),
     (("viewer", "*", "groups", "update"), False),
 ]
-ROUNDS = 400
+#: Seconds the threads decide for (without the lock, a wrong answer comes within ~0.3 s).
+SECONDS = 2.0
 
 
 class _Finalizer:
@@ -46,20 +48,25 @@ def fast_switching():
 def test_threads_deciding_on_one_snapshot_each_get_their_own_answer(fast_switching):
     snapshot = _PolicySnapshot(policy_files.load(None), {})
     wrong: list = []
+    decided: list = []
     stop = threading.Event()
 
     def churn():  # garbage with finalizers, collected while the others parse
         while not stop.is_set():
             cycle = [_Finalizer() for _ in range(3)]
             cycle.append(cycle)
+            time.sleep(0)  # let the deciders run: they are what is under test
 
     def decide(question, expected):
+        deadline, count = time.monotonic() + SECONDS, 0
         try:
-            for _ in range(ROUNDS):
+            while time.monotonic() < deadline:
                 got = snapshot.enforce(*question)
+                count += 1
                 if got is not expected:
                     wrong.append((question, got))
                     return
+            decided.append(count)
         except Exception as exc:  # noqa: BLE001 - the test reports what any thread raised
             wrong.append((question, repr(exc)))
 
@@ -73,3 +80,4 @@ def test_threads_deciding_on_one_snapshot_each_get_their_own_answer(fast_switchi
     stop.set()
     churner.join()
     assert wrong == []
+    assert len(decided) == len(QUESTIONS) and min(decided) > 0, decided
