@@ -11,10 +11,12 @@ processes of ``--workers`` workers each, configured as a production fleet would 
 - lists, counts and reads by id from the standby (``LOCKY_DATABASE_REPLICA_URLS``);
 - ``LOCKY_AUTH_CACHE=notify``, listening on a direct connection to the primary.
 
-The hosts are separate processes on 127.0.0.1, each its own server with its own pools
-and caches: everything they share goes through PostgreSQL, as between machines. (The
-private cluster and PgBouncer listen on loopback only, which network namespaces would
-not reach.)
+With ``--namespaces`` (root, and ``ip`` from iproute2) each host runs in a network
+namespace of its own, joined to the machine by a veth pair on 10.77.N.0/24: its own
+loopback, its own TCP stack, reaching PostgreSQL and PgBouncer (which then also listen on
+the veth addresses) as a separate machine would. Without it the hosts are separate
+processes on 127.0.0.1, each its own server with its own pools and caches: everything
+they share goes through PostgreSQL either way.
 
 What it prints:
 
@@ -40,9 +42,11 @@ import statistics
 import subprocess
 import tempfile
 import threading
+import shutil
 import time
 from collections import defaultdict
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -272,15 +276,65 @@ def propagation(fleet: Fleet, admin: dict, rounds: int) -> dict[str, tuple[list[
     return results
 
 
-def connections_per_worker(servers, pooler_port: int) -> dict[int, int]:
-    """Open TCP connections from each worker process to PgBouncer (from ``ss``)."""
-    output = subprocess.run(["ss", "-tnpH", "state", "established", f"( dport = :{pooler_port} )"],
+def connections_per_worker(pooler_port: int, namespace: str | None) -> dict[int, int]:
+    """Open TCP connections from each worker process to PgBouncer (from ``ss``, run in
+    the hosts' network namespace)."""
+    inside = ("ip", "netns", "exec", namespace) if namespace else ()
+    output = subprocess.run([*inside, "ss", "-tnpH", "state", "established", f"( dport = :{pooler_port} )"],
                             capture_output=True, text=True).stdout
     counts: dict[int, int] = defaultdict(int)
     for line in output.splitlines():
         for part in line.split("pid=")[1:]:
             counts[int(part.split(",")[0])] += 1
     return dict(counts)
+
+
+@dataclass
+class Host:
+    """Where one host runs: its launcher, the address it serves on, and the address by
+    which it reaches the database machine."""
+
+    launcher: tuple[str, ...] = ()
+    address: str = "127.0.0.1"
+    database_address: str = "127.0.0.1"
+    namespace: str | None = None
+
+
+@contextmanager
+def namespaces(count: int):
+    """``count`` network namespaces, each joined to this one by a veth pair; removed after."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        raise SystemExit("--namespaces needs root and iproute2's ip")
+    made: list[str] = []
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    try:
+        hosts = []
+        for n in range(1, count + 1):
+            name, outer, inner = f"locky-host{n}", f"lockyh{n}a", f"lockyh{n}b"
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)  # left by a run that was killed
+            ip("netns", "add", name)
+            made.append(name)
+            ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+            ip("link", "set", inner, "netns", name)
+            ip("addr", "add", f"10.77.{n}.1/24", "dev", outer)
+            ip("link", "set", outer, "up")
+            inside = ("netns", "exec", name, "ip")
+            ip(*inside, "addr", "add", f"10.77.{n}.2/24", "dev", inner)
+            ip(*inside, "link", "set", inner, "up")
+            ip(*inside, "link", "set", "lo", "up")
+            hosts.append(Host(("ip", "netns", "exec", name), f"10.77.{n}.2", f"10.77.{n}.1", name))
+        yield hosts
+    finally:
+        for name in made:
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)  # its veth pair goes with it
+
+
+def on(url: str, address: str) -> str:
+    """``url`` (a server on 127.0.0.1) as reached from ``address``."""
+    return url.replace("@127.0.0.1:", f"@{address}:", 1)
 
 
 def main() -> None:
@@ -291,21 +345,25 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=12, help="client threads of the mixed load")
     parser.add_argument("--users", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=30, help="rounds of each change measured")
+    parser.add_argument("--namespaces", action="store_true", help="each host in a network namespace (root)")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="locky-hosts-"))
-    print(f"workdir {workdir}; {os.cpu_count()} cores; {args.hosts} hosts x {args.workers} workers")
+    where = "network namespaces" if args.namespaces else "processes on 127.0.0.1"
+    print(f"workdir {workdir}; {os.cpu_count()} cores; {args.hosts} hosts x {args.workers} workers, {where}")
     with ExitStack() as stack:
+        hosts = (stack.enter_context(namespaces(args.hosts)) if args.namespaces
+                 else [Host() for _ in range(args.hosts)])
+        listen = tuple(host.database_address for host in hosts if host.namespace)
         try:
-            cluster = stack.enter_context(replica_cluster())
-            pooled = stack.enter_context(pgbouncer(cluster.primary_url, server_connections=10, clients=500))
+            cluster = stack.enter_context(replica_cluster(listen=listen))
+            pooled = stack.enter_context(pgbouncer(cluster.primary_url, server_connections=10, clients=500,
+                                                   listen=listen))
         except pytest.skip.Exception as missing:
             raise SystemExit(f"cannot run: {missing}") from None
         env = {
-            "LOCKY_DATABASE_URL": pooled, "LOCKY_DATABASE_POOLER": "transaction",
+            "LOCKY_DATABASE_POOLER": "transaction",
             "LOCKY_DATABASE_POOL_SIZE": str(POOL_SIZE),
-            "LOCKY_DATABASE_LISTEN_URL": cluster.primary_url,
-            "LOCKY_DATABASE_REPLICA_URLS": cluster.standby_url,
             "LOCKY_AUTH_CACHE": "notify",
             "LOCKY_JWT_SECRET": SECRET, "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL, "LOCKY_BCRYPT_ROUNDS": "4",
             "LOCKY_LOGIN_MAX_FAILURES_PER_IP": "1000000", "LOCKY_LOG_REQUESTS": "false",
@@ -313,8 +371,14 @@ def main() -> None:
             # One service: one public address (one token issuer) and one mail folder.
             "LOCKY_PUBLIC_URL": "https://locky.example.com", "LOCKY_MAIL_DIR": str(workdir / "mail"),
         }
-        servers = [stack.enter_context(locky_server(workdir / f"host{n}", env=env, workers=args.workers))
-                   for n in range(args.hosts)]
+        servers = []
+        for n, host in enumerate(hosts):
+            reach = host.database_address
+            host_env = {**env, "LOCKY_DATABASE_URL": on(pooled, reach),
+                        "LOCKY_DATABASE_LISTEN_URL": on(cluster.primary_url, reach),
+                        "LOCKY_DATABASE_REPLICA_URLS": on(cluster.standby_url, reach)}
+            servers.append(stack.enter_context(locky_server(workdir / f"host{n}", env=host_env, workers=args.workers,
+                                                            host=host.address, launcher=host.launcher)))
         fleet = Fleet(servers)
         _, admin_record = fleet.register(ADMIN_EMAIL)
         servers[0].verify(ADMIN_EMAIL)
@@ -339,7 +403,9 @@ def main() -> None:
 
         print("\n3. connections")
         pooler_port = int(pooled.rsplit(":", 1)[1].split("/")[0])
-        per_process = connections_per_worker(servers, pooler_port)
+        per_process: dict[int, int] = {}
+        for namespace in sorted({host.namespace for host in hosts}, key=str):
+            per_process.update(connections_per_worker(pooler_port, namespace))
         print(f"   to PgBouncer, per worker process: {sorted(per_process.values())}"
               f" (LOCKY_DATABASE_POOL_SIZE={POOL_SIZE}; max {max(per_process.values(), default=0)})")
         listeners = run_sql(cluster.primary_url, "SELECT count(*) FROM pg_stat_activity"

@@ -27,8 +27,10 @@ PGBOUNCER = shutil.which("pgbouncer") or next(
 
 
 @contextmanager
-def pgbouncer(url: str, *, server_connections: int, clients: int = 200) -> Iterator[str]:
-    """The URL of a transaction-pooling PgBouncer in front of ``url``'s database."""
+def pgbouncer(url: str, *, server_connections: int, clients: int = 200,
+              listen: tuple[str, ...] = ()) -> Iterator[str]:
+    """The URL of a transaction-pooling PgBouncer in front of ``url``'s database;
+    ``listen``: addresses it serves beside 127.0.0.1."""
     if PGBOUNCER is None:
         pytest.skip("pgbouncer is not installed (apt-get install pgbouncer)")
     server = urlsplit(url)
@@ -42,7 +44,7 @@ def pgbouncer(url: str, *, server_connections: int, clients: int = 200) -> Itera
     with open(os.path.join(directory, "pgbouncer.ini"), "w") as config:
         config.write(
             f"[databases]\n* = host={server.hostname} port={server.port or 5432}\n"
-            f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+            f"[pgbouncer]\nlisten_addr = {','.join(('127.0.0.1', *listen))}\nlisten_port = {port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {directory}/userlist.txt\n"
             f"pool_mode = transaction\ndefault_pool_size = {server_connections}\n"
             f"max_client_conn = {clients}\nlogfile = {directory}/pgbouncer.log\n"

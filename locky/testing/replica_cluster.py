@@ -52,7 +52,9 @@ class Cluster:
 
 
 @contextmanager
-def replica_cluster() -> Iterator[Cluster]:
+def replica_cluster(listen: tuple[str, ...] = ()) -> Iterator[Cluster]:
+    """The cluster; ``listen``: addresses it serves beside 127.0.0.1 (each trusted from its
+    /24, for hosts in network namespaces)."""
     bin_dir = _bin_dir()
     if bin_dir is None:
         pytest.skip("the PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) are not installed")
@@ -72,10 +74,15 @@ def replica_cluster() -> Iterator[Cluster]:
 
     primary, standby = directory / "primary", directory / "standby"
     primary_port, standby_port = free_port(), free_port()
-    options = "-c listen_addresses=127.0.0.1 -c unix_socket_directories= -c fsync=off"
+    options = (f"-c listen_addresses={','.join(('127.0.0.1', *listen))} -c unix_socket_directories="
+               " -c fsync=off")
     started: list[Path] = []
     try:
         run("initdb", "-D", str(primary), "-A", "trust", "-U", "postgres", "--no-sync")
+        if listen:  # the standby copies this file with the rest
+            with open(primary / "pg_hba.conf", "a") as hba:
+                for address in listen:
+                    hba.write(f"host all all {address.rsplit('.', 1)[0]}.0/24 trust\n")
         run("pg_ctl", "-D", str(primary), "-o", f"-p {primary_port} {options}", "-l",
             str(directory / "primary.log"), "-w", "start")
         started.append(primary)

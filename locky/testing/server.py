@@ -14,7 +14,7 @@ import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 
 def free_port() -> int:
@@ -69,20 +69,24 @@ def locky_server(
     workers: int = 2,
     port: int | None = None,
     startup_timeout: float = 30.0,
+    host: str = "127.0.0.1",
+    launcher: Sequence[str] = (),
 ) -> Iterator[ServerProcess]:
     """Start ``locky serve`` in ``workdir`` with ``env`` added to the environment; wait
-    until ``/v1/public/health`` answers; stop it (SIGTERM, then SIGKILL) afterwards."""
+    until ``/v1/public/health`` answers; stop it (SIGTERM, then SIGKILL) afterwards.
+    ``launcher`` runs it through another command (``ip netns exec NAME``: a host in a
+    network namespace of its own, serving on ``host``, an address of that namespace)."""
     port = port or free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / f"server-{port}.log"
     full_env = {**os.environ, **(env or {})}
     full_env.setdefault("LOCKY_MAIL_DIR", str(workdir / "mail"))
-    command = [sys.executable, "-m", "locky.cli.main", "serve", "--host", "127.0.0.1",
+    command = [*launcher, sys.executable, "-m", "locky.cli.main", "serve", "--host", host,
                "--port", str(port), "--workers", str(workers)]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=workdir, env=full_env, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True)
-    server = ServerProcess(url=f"http://127.0.0.1:{port}", process=process, log_path=log_path,
+    server = ServerProcess(url=f"http://{host}:{port}", process=process, log_path=log_path,
                            mail_dir=Path(full_env["LOCKY_MAIL_DIR"]))
     try:
         deadline = time.monotonic() + startup_timeout
