@@ -124,3 +124,18 @@ def assert_fields(result, *fields: str, **exact: str) -> dict:
     for name, message in exact.items():
         assert body[name] == message, body
     return body
+
+
+def auditor_in_finance(server, admin: dict, user_uuid: str) -> tuple[dict, str]:
+    """On a real server (``locky.testing.server``): a custom role ``auditor`` that may read
+    reports, a group ``finance``, and ``user_uuid`` an auditor in it. Returns the role and
+    the query string of the authorization check "may the user read reports in finance"."""
+    status, _, role = server.request("POST", "/v1/private/roles", {
+        "name": "auditor", "permissions": [{"resource": "reports", "action": "read"}]}, admin)
+    assert status == 201, role
+    status, _, group = server.request("POST", "/v1/private/groups", {"name": "finance"}, admin)
+    assert status == 201, group
+    status, _, member = server.request("POST", "/v1/private/members", {
+        "group_uuid": group["uuid"], "user_uuid": user_uuid, "role": "auditor"}, admin)
+    assert status == 201, member
+    return role, f"user_uuid={user_uuid}&resource=reports&action=read&group_uuid={group['uuid']}"

@@ -21,14 +21,14 @@ import time
 from urllib.parse import urlsplit
 
 import pytest
+from authz_helpers import auditor_in_finance
 from proxy import TcpProxy
 
 from locky.settings import SettingsError
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient, make_settings
-from locky.testing.server import locky_server
+from locky.testing.server import locky_server, one_service
 from locky.testing.storage_contract import StorageContract
 from locky_pony import open_storage
-
 from locky.testing.pgbouncer import pgbouncer
 
 pytestmark = pytest.mark.backend
@@ -248,27 +248,11 @@ def test_two_hosts_behind_pgbouncer_in_transaction_mode(locky_app_factory, postg
 def test_two_servers_hold_revocation_at_once(postgres_database, tmp_path):
     """Two ``locky serve`` processes (two workers each) on one PostgreSQL database."""
     postgres_database.wipe()
-    env = {
-        "LOCKY_AUTH_CACHE": "notify",
-        "LOCKY_DATABASE_URL": postgres_database.url,
-        "LOCKY_JWT_SECRET": TEST_SECRET,
-        "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL,
-        "LOCKY_BCRYPT_ROUNDS": "4",
-        "LOCKY_LOGIN_MAX_FAILURES_PER_IP": "1000",
-        # Two hosts of one service: one public address (one token issuer) and one mail folder.
-        "LOCKY_PUBLIC_URL": "https://locky.example.com",
-        "LOCKY_MAIL_DIR": str(tmp_path / "mail"),
-    }
+    env = one_service(postgres_database.url, tmp_path, LOCKY_AUTH_CACHE="notify", LOCKY_JWT_SECRET=TEST_SECRET,
+                      LOCKY_ADMIN_EMAILS=ADMIN_EMAIL, LOCKY_BCRYPT_ROUNDS="4", LOCKY_LOGIN_MAX_FAILURES_PER_IP="1000")
     with locky_server(tmp_path / "a", env=env) as a, locky_server(tmp_path / "b", env=env) as b:
         def login(email: str) -> dict[str, str]:
-            status, _, body = a.request("POST", "/v1/public/users/register",
-                                        {"name": email.split("@")[0], "email": email, "password": PASSWORD})
-            assert status == 201, body
-            if email == ADMIN_EMAIL:
-                a.verify(email)
-            status, _, body = a.request("POST", "/v1/public/users/login", {"email": email, "password": PASSWORD})
-            assert status == 200, body
-            return {"Authorization": f"Bearer {body['access_token']}"}
+            return a.sign_up(email, PASSWORD, verify=email == ADMIN_EMAIL)
 
         def on_b(headers) -> list[int]:
             return [b.request("GET", "/v1/internal/users/me", headers=headers)[0] for _ in range(4)]
@@ -283,12 +267,7 @@ def test_two_servers_hold_revocation_at_once(postgres_database, tmp_path):
 
         admin, bob = login(ADMIN_EMAIL), login("bob@example.com")
         bob_uuid = a.request("GET", "/v1/internal/users/me", headers=bob)[2]["uuid"]
-        role = a.request("POST", "/v1/private/roles", {
-            "name": "auditor", "permissions": [{"resource": "reports", "action": "read"}]}, admin)[2]
-        group = a.request("POST", "/v1/private/groups", {"name": "finance"}, admin)[2]
-        assert a.request("POST", "/v1/private/members", {
-            "group_uuid": group["uuid"], "user_uuid": bob_uuid, "role": "auditor"}, admin)[0] == 201
-        query = f"user_uuid={bob_uuid}&resource=reports&action=read&group_uuid={group['uuid']}"
+        role, query = auditor_in_finance(a, admin, bob_uuid)
 
         def allowed() -> list[bool]:
             answers = []

@@ -21,12 +21,13 @@ import uuid
 from urllib.parse import urlsplit
 
 import pytest
+from authz_helpers import auditor_in_finance
 from backends import required
 from proxy import TcpProxy
 
 from locky import SettingsError
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient, make_settings
-from locky.testing.server import locky_server
+from locky.testing.server import locky_server, one_service
 from locky.testing.storage_contract import StorageContract
 
 redis = pytest.importorskip("redis", reason="pip install 'locky[redis]'")
@@ -225,29 +226,12 @@ def test_two_servers_on_one_postgresql_database(postgres_database, redis_url, ch
     postgres_database.wipe()
     config = tmp_path / "locky.toml"
     config.write_text(f'[plugins.redis]\nurl = "{redis_url}"\nchannel = "{channel}"\n')
-    env = {
-        "LOCKY_CONFIG": str(config),
-        "LOCKY_PLUGINS": "locky_redis",
-        "LOCKY_STORAGE": "redis-cache",
-        "LOCKY_DATABASE_URL": postgres_database.url,
-        "LOCKY_JWT_SECRET": TEST_SECRET,
-        "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL,
-        "LOCKY_BCRYPT_ROUNDS": "4",
-        # Two hosts of one service: one public address (so one token issuer, CONTRACT
-        # section 9) and, as the outbox is shared, one mail folder for either's sender.
-        "LOCKY_PUBLIC_URL": "https://locky.example.com",
-        "LOCKY_MAIL_DIR": str(tmp_path / "mail"),
-    }
+    env = one_service(postgres_database.url, tmp_path, LOCKY_CONFIG=str(config), LOCKY_PLUGINS="locky_redis",
+                      LOCKY_STORAGE="redis-cache", LOCKY_JWT_SECRET=TEST_SECRET, LOCKY_ADMIN_EMAILS=ADMIN_EMAIL,
+                      LOCKY_BCRYPT_ROUNDS="4")
     with locky_server(tmp_path / "a", env=env) as a, locky_server(tmp_path / "b", env=env) as b:
         def login(email: str) -> dict[str, str]:
-            status, _, _ = a.request("POST", "/v1/public/users/register",
-                                     {"name": email.split("@")[0], "email": email, "password": PASSWORD})
-            assert status == 201
-            if email == ADMIN_EMAIL:  # the admin email makes an admin once the address is proved
-                a.verify(email)
-            status, _, body = a.request("POST", "/v1/public/users/login", {"email": email, "password": PASSWORD})
-            assert status == 200
-            return {"Authorization": f"Bearer {body['access_token']}"}
+            return a.sign_up(email, PASSWORD, verify=email == ADMIN_EMAIL)
 
         admin, ada, bob = login(ADMIN_EMAIL), login("ada@example.com"), login("bob@example.com")
         bob_uuid = a.request("GET", "/v1/internal/users/me", headers=bob)[2]["uuid"]
@@ -260,12 +244,7 @@ def test_two_servers_on_one_postgresql_database(postgres_database, redis_url, ch
                                for _ in range(4)))
 
         # A role change through A.
-        role = a.request("POST", "/v1/private/roles", {
-            "name": "auditor", "permissions": [{"resource": "reports", "action": "read"}]}, admin)[2]
-        group = a.request("POST", "/v1/private/groups", {"name": "finance"}, admin)[2]
-        assert a.request("POST", "/v1/private/members", {
-            "group_uuid": group["uuid"], "user_uuid": bob_uuid, "role": "auditor"}, admin)[0] == 201
-        query = f"user_uuid={bob_uuid}&resource=reports&action=read&group_uuid={group['uuid']}"
+        role, query = auditor_in_finance(a, admin, bob_uuid)
 
         def allowed() -> bool:
             status, _, body = b.request("GET", f"/v1/internal/authz/check?{query}", headers=bob)

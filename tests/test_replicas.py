@@ -12,7 +12,6 @@ import pytest
 from locky.app import create_app
 from locky.settings import SettingsError
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
-
 from locky.testing.replica_cluster import replica_cluster
 
 pytestmark = pytest.mark.backend

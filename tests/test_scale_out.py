@@ -19,7 +19,6 @@ from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 from locky.testing.databases import engine, run_sql
 from locky.testing.server import locky_server
 from locky.app import create_app
-
 from locky.testing.pgbouncer import pgbouncer
 
 PASSWORD = "a long test password 42"

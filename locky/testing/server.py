@@ -52,6 +52,18 @@ class ServerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def sign_up(self, email: str, password: str, *, verify: bool = False) -> dict[str, str]:
+        """Register ``email``, prove the address when ``verify`` (an admin email makes an
+        admin only then), log in: the ``Authorization`` header of its access token."""
+        status, _, body = self.request("POST", "/v1/public/users/register",
+                                       {"name": email.split("@")[0], "email": email, "password": password})
+        assert status == 201, body
+        if verify:
+            self.verify(email)
+        status, _, body = self.request("POST", "/v1/public/users/login", {"email": email, "password": password})
+        assert status == 200, body
+        return {"Authorization": f"Bearer {body['access_token']}"}
+
     def verify(self, email: str, timeout: float = 15.0) -> None:
         """Prove ``email`` with the code of the newest verification message the server
         mailed to it (an admin email makes an admin only then)."""
@@ -60,6 +72,14 @@ class ServerProcess:
         message = MailBox(self.mail_dir).wait(email, "verify", timeout=timeout)
         status, _, body = self.request("POST", "/v1/public/users/verify", {"token": MailBox.token(message)})
         assert status == 204, body
+
+
+def one_service(database_url: str, workdir: Path, **env: str) -> dict[str, str]:
+    """The environment of servers that are hosts of one service on ``database_url``:
+    one public address (so one token issuer, CONTRACT section 9) and, as the outbox is
+    shared, one mail folder for any host's sender; ``env`` on top."""
+    return {"LOCKY_DATABASE_URL": database_url, "LOCKY_PUBLIC_URL": "https://locky.example.com",
+            "LOCKY_MAIL_DIR": str(workdir / "mail"), **env}
 
 
 @contextmanager
