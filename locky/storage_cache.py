@@ -29,7 +29,7 @@ from typing import Any, Callable, Hashable, Protocol
 from locky.records import Authenticated
 
 __all__ = ["MISSING", "Cache", "CachingStorage", "ChangeBus", "REVISION", "SESSION", "USERS", "USER_ID",
-           "USER_UUID"]
+           "USER_UUID", "keep_listening"]
 
 MISSING = object()
 
@@ -63,6 +63,33 @@ class ChangeBus(Protocol):
 
     def close(self) -> None:
         """Stop listening and let go of connections."""
+
+
+def keep_listening(stop: threading.Event, open_session: Callable[[], Any], listen: Callable[[Any], None],
+                   lost: Callable[[Exception], None], ended: Callable[[], None]) -> None:
+    """A bus's listener thread: ``listen(open_session())`` again and again until ``stop``
+    is set. ``lost(exc)`` when a session fails (not while stopping), then ``ended()`` after
+    every session (the cache must not be trusted until the next one has caught up) and
+    the session closed; between failed sessions it waits 0.1 s, doubling up to 5 s."""
+    backoff = 0.1
+    while not stop.is_set():
+        session = None
+        try:
+            session = open_session()
+            listen(session)
+            backoff = 0.1
+        except Exception as exc:  # any failure of the connection: start over
+            if not stop.is_set():
+                lost(exc)
+        finally:
+            ended()
+            if session is not None:
+                try:
+                    session.close()
+                except Exception:
+                    pass
+        stop.wait(backoff)
+        backoff = min(backoff * 2, 5.0)
 
 
 class Cache:

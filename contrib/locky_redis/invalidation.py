@@ -29,6 +29,8 @@ import threading
 import time
 from typing import Callable
 
+from locky.storage_cache import keep_listening
+
 log = logging.getLogger("locky.redis")
 
 
@@ -67,25 +69,24 @@ class Listener:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            pubsub = self.client.pubsub()
-            try:
-                pubsub.subscribe(self.channel)
-                self._listen(pubsub)
-                backoff = 0.1
-            except Exception as exc:  # any failure of the connection: start over
-                log.warning("redis subscription to %s lost (%s: %s); caching is off until it is back",
-                            self.channel, type(exc).__name__, exc)
-            finally:
-                self._confirmed = float("-inf")
-                self.on_reset()
-                try:
-                    pubsub.close()
-                except Exception:
-                    pass
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 5.0)
+        keep_listening(self._stop, self._subscribe, self._listen, self._lost, self._ended)
+
+    def _subscribe(self):
+        pubsub = self.client.pubsub()
+        try:
+            pubsub.subscribe(self.channel)
+        except BaseException:
+            pubsub.close()
+            raise
+        return pubsub
+
+    def _lost(self, exc: Exception) -> None:
+        log.warning("redis subscription to %s lost (%s: %s); caching is off until it is back",
+                    self.channel, type(exc).__name__, exc)
+
+    def _ended(self) -> None:
+        self._confirmed = float("-inf")
+        self.on_reset()
 
     def _listen(self, pubsub) -> None:
         subscribed = False

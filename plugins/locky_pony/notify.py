@@ -46,6 +46,8 @@ import time
 from contextlib import contextmanager
 from typing import Callable
 
+from locky.storage_cache import keep_listening
+
 from .guard import before_commit
 
 log = logging.getLogger("locky.storage")
@@ -191,34 +193,30 @@ class NotifyBus:
     # -- the listener --------------------------------------------------------------
 
     def _run(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            connection = None
-            try:
-                connection = self.connect()
-                connection.autocommit = True
-                with connection.cursor() as cursor:
-                    cursor.execute(f"LISTEN {CHANNEL}")
-                self.on_reset()  # what was announced before LISTEN took effect is lost to us
-                self._listen(connection)
-                backoff = 0.1
-            except Exception as exc:
-                if not self._stop.is_set():
-                    log.warning("auth cache: the listener's connection failed (%s: %s); the cache is off"
-                                " (every read goes to the database) until it is back",
-                                type(exc).__name__, str(exc).strip().splitlines()[0][:200] if str(exc) else "")
-            finally:
-                with self._cond:
-                    self._confirmed = float("-inf")
-                    self._cond.notify_all()
-                self.on_reset()
-                if connection is not None:
-                    try:
-                        connection.close()
-                    except Exception:
-                        pass
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 5.0)
+        keep_listening(self._stop, self._open, self._listen, self._lost, self._ended)
+
+    def _open(self):
+        connection = self.connect()
+        try:
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                cursor.execute(f"LISTEN {CHANNEL}")
+        except BaseException:
+            connection.close()
+            raise
+        self.on_reset()  # what was announced before LISTEN took effect is lost to us
+        return connection
+
+    def _lost(self, exc: Exception) -> None:
+        log.warning("auth cache: the listener's connection failed (%s: %s); the cache is off"
+                    " (every read goes to the database) until it is back",
+                    type(exc).__name__, str(exc).strip().splitlines()[0][:200] if str(exc) else "")
+
+    def _ended(self) -> None:
+        with self._cond:
+            self._confirmed = float("-inf")
+            self._cond.notify_all()
+        self.on_reset()
 
     def _listen(self, connection) -> None:
         cursor = connection.cursor()
