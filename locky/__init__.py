@@ -26,6 +26,7 @@ _EXPORTS = {
     "SchemaState": "locky.providers", "Storage": "locky.providers", "TokenBackend": "locky.providers",
     # The stores a Storage holds: their docstrings are the storage specification.
     "AuditStore": "locky.providers", "CodeStore": "locky.providers", "DeliveryStore": "locky.providers",
+    "DocumentPages": "locky.providers",
     "ExplainingAuthorizer": "locky.providers", "GrantStore": "locky.providers", "GroupStore": "locky.providers",
     "KeyStore": "locky.providers", "LoginThrottle": "locky.providers", "Mailer": "locky.providers",
     "MemberStore": "locky.providers", "Outbox": "locky.providers", "RecordStore": "locky.providers",
@@ -66,9 +67,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from locky.media import load, read_json
     from locky.plugins import hookimpl
     from locky.providers import (
-        AuditStore, Authorizer, BuiltinRole, Claims, CodeStore, DeliveryStore, ExplainingAuthorizer, GrantStore,
-        GroupStore, IssuedToken, KeyStore, LoginThrottle, Mailer, MemberStore, Migration, Outbox, PasswordHasher,
-        RecordStore, RoleStore, SchemaState, SessionStore, Storage, TokenBackend, TotpStore, UserStore, WebhookStore,
+        AuditStore, Authorizer, BuiltinRole, Claims, CodeStore, DeliveryStore, DocumentPages, ExplainingAuthorizer,
+        GrantStore, GroupStore, IssuedToken, KeyStore, LoginThrottle, Mailer, MemberStore, Migration, Outbox,
+        PasswordHasher, RecordStore, RoleStore, SchemaState, SessionStore, Storage, TokenBackend, TotpStore, UserStore, WebhookStore,
     )
     from locky.records import (
         AuditEvent, Authenticated, Code, Delivery, Group, Identity, Letter, Member, Page, Permission, Role, Session,
@@ -93,6 +94,7 @@ __all__ = [
     "Context",
     "Delivery",
     "DeliveryStore",
+    "DocumentPages",
     "Event",
     "ExplainingAuthorizer",
     "Forbidden",

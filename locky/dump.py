@@ -80,3 +80,26 @@ def _compile(schema: Schema) -> Callable[[Any], dict] | None:
 def dumper(schema: Schema) -> Callable[[Any], dict]:
     """A function dumping one object exactly as ``schema.dump(obj)`` does."""
     return _compile(schema) or schema.dump
+
+
+#: What a plain field is, for :func:`plain_fields`: ``"timestamp"``, ``"bool"`` or ``"value"``.
+_PLAIN = {Timestamp: "timestamp", fields.Boolean: "bool", fields.String: "value", fields.Integer: "value"}
+
+
+def plain_fields(schema: Schema) -> tuple[tuple[str, str], ...] | None:
+    """``(name, kind)`` of each of ``schema``'s dumped fields, in its output order, when
+    every one is a plain field (text, integer, boolean or timestamp, dumped under its own
+    name) and the schema has no hooks; ``None`` otherwise. A storage that lists such
+    records as JSON-ready rows (:class:`locky.providers.DocumentPages`) gives a page
+    equal to dumping each record with ``schema``, without building the records."""
+    if (schema._hooks and any(schema._hooks.values())) or schema.only or schema.exclude:
+        return None
+    found = []
+    for name, field in schema.dump_fields.items():
+        kind = _PLAIN.get(type(field))
+        if kind is None or (type(field) is fields.Integer and field.as_string):
+            return None
+        if field.data_key not in (None, name) or field.attribute not in (None, name):
+            return None
+        found.append((name, kind))
+    return tuple(found)

@@ -126,16 +126,26 @@ def assert_fields(result, *fields: str, **exact: str) -> dict:
     return body
 
 
-def auditor_in_finance(server, admin: dict, user_uuid: str) -> tuple[dict, str]:
-    """On a real server (``locky.testing.server``): a custom role ``auditor`` that may read
-    reports, a group ``finance``, and ``user_uuid`` an auditor in it. Returns the role and
-    the query string of the authorization check "may the user read reports in finance"."""
-    status, _, role = server.request("POST", "/v1/private/roles", {
-        "name": "auditor", "permissions": [{"resource": "reports", "action": "read"}]}, admin)
-    assert status == 201, role
-    status, _, group = server.request("POST", "/v1/private/groups", {"name": "finance"}, admin)
-    assert status == 201, group
+def member_with_role(server, admin: dict, user_uuid: str, role: str, permission: tuple[str, str],
+                     group: str) -> tuple[dict, dict, dict]:
+    """On a real server (``locky.testing.server``): a custom role ``role`` allowed the one
+    ``(resource, action)`` ``permission``, a group ``group``, and ``user_uuid`` a member of
+    it with that role. Returns the role, the group and the membership as created."""
+    resource, action = permission
+    status, _, made_role = server.request("POST", "/v1/private/roles", {
+        "name": role, "permissions": [{"resource": resource, "action": action}]}, admin)
+    assert status == 201, made_role
+    status, _, made_group = server.request("POST", "/v1/private/groups", {"name": group}, admin)
+    assert status == 201, made_group
     status, _, member = server.request("POST", "/v1/private/members", {
-        "group_uuid": group["uuid"], "user_uuid": user_uuid, "role": "auditor"}, admin)
+        "group_uuid": made_group["uuid"], "user_uuid": user_uuid, "role": role}, admin)
     assert status == 201, member
+    return made_role, made_group, member
+
+
+def auditor_in_finance(server, admin: dict, user_uuid: str) -> tuple[dict, str]:
+    """:func:`member_with_role`: ``user_uuid`` an ``auditor`` (may read reports) in
+    ``finance``. Returns the role and the query string of the authorization check "may
+    the user read reports in finance"."""
+    role, group, _ = member_with_role(server, admin, user_uuid, "auditor", ("reports", "read"), "finance")
     return role, f"user_uuid={user_uuid}&resource=reports&action=read&group_uuid={group['uuid']}"

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 import falcon
 from marshmallow import Schema
 
-from locky.dump import dumper
+from locky.dump import dumper, plain_fields
 from locky.errors import NotFound
 from locky.media import load_query
+from locky.providers import DocumentPages
 from locky.routes import ID_PARAMETER, Operation, Route
 
 
@@ -36,6 +37,9 @@ class RecordReads:
         self.kind = kind
         self.store = getattr(context.storage, kind.name)
         self.dump = dumper(kind.schema)  # same output as kind.schema.dump, compiled
+        # The fields a store that shapes its rows for JSON itself (DocumentPages) lists
+        # without records; None when the store cannot or the schema is not plain.
+        self.document_fields = plain_fields(kind.schema) if isinstance(self.store, DocumentPages) else None
 
     def _query(self, req) -> dict:
         self.context.require(req.context.identity, self.kind.name, "read")
@@ -43,12 +47,13 @@ class RecordReads:
 
     def on_get(self, req, resp) -> None:
         query = self._query(req)
-        page = self.store.list(**query)
-        dump = self.dump
-        resp.media = {
-            self.kind.name: [dump(item) for item in page.items],
-            "next_after_id": page.next_after_id,
-        }
+        if self.document_fields is not None:
+            page = self.store.list_documents(self.document_fields, **query)
+            items = page.items
+        else:
+            page = self.store.list(**query)
+            items = list(map(self.dump, page.items))
+        resp.media = {self.kind.name: items, "next_after_id": page.next_after_id}
 
     def on_get_count(self, req, resp) -> None:
         query = self._query(req)

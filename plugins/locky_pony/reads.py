@@ -101,6 +101,7 @@ class RecordReads:
         # Built on first use, one per set of filter names; two threads building one at
         # once build the same statement, so no lock is needed.
         self._statements: dict[tuple, Statement] = {}
+        self._shapes: dict[tuple, DocumentShape] = {}
 
     def _where(self, names: tuple[str, ...]) -> str:
         return " AND ".join([self.live] + [f"{column(self.provider, self.entity, n)} = {{}}" for n in names])
@@ -128,16 +129,30 @@ class RecordReads:
 
     def page(self, after_id: int, limit: int, given: dict[str, Any]) -> Page:
         """Live records matching ``given`` with ``id > after_id``, in id order."""
+        items, more = self._page("page", self.columns.sql, self.columns.build, after_id, limit, given)
+        return Page(items=items, next_after_id=items[-1].id if more else None)
+
+    def page_documents(self, fields: tuple[tuple[str, str], ...], after_id: int, limit: int,
+                       given: dict[str, Any]) -> Page:
+        """:meth:`page` with each record as a dict of ``fields``, shaped by the query
+        itself (:class:`locky.providers.DocumentPages`): no record is built."""
+        shape = self._shapes.get(fields)
+        if shape is None:
+            shape = self._shapes[fields] = DocumentShape(self, fields)
+        items, more = self._page(("documents", fields), shape.sql, shape.document, after_id, limit, given)
+        return Page(items=items, next_after_id=items[-1]["id"] if more else None)
+
+    def _page(self, key, select_list: str, build: Callable[[tuple], Any], after_id: int, limit: int,
+              given: dict[str, Any]) -> tuple[list, bool]:
+        """The rows of one keyset page, selecting ``select_list``, each made by ``build``;
+        and whether more follow."""
         names = tuple(sorted(given))
-        statement = self._statement(("page", names), lambda: (
-            f"SELECT {self.columns.sql} FROM {self.page_from}"
+        statement = self._statement((key, names), lambda: (
+            f"SELECT {select_list} FROM {self.page_from}"
             f" WHERE {self._where(names)} AND {self.id_col} > {{}} ORDER BY {self.id_col} LIMIT {{}}"))
         rows = self.reader.select(statement, tuple(given[n] for n in names) + (int(after_id), int(limit) + 1),
                                   stale_ok=True)
-        more = len(rows) > limit
-        build = self.columns.build
-        items = [build(row) for row in rows[:limit]]
-        return Page(items=items, next_after_id=items[-1].id if more else None)
+        return list(map(build, rows[:limit])), len(rows) > limit
 
     def count(self, given: dict[str, Any]) -> int:
         """How many live records match ``given``."""
@@ -145,6 +160,46 @@ class RecordReads:
         statement = self._statement(("count", names), lambda: (
             f"SELECT COUNT(*) FROM {self.columns.table} WHERE {self._where(names)}"))
         return int(self.reader.select(statement, tuple(given[n] for n in names), stale_ok=True)[0][0])
+
+
+#: A stored timestamp as the API shows it ("YYYY-MM-DDTHH:MM:SS.ffffffZ"), in SQL, per
+#: dialect; ``{}`` is the column. A NULL stays NULL. Pony keeps timestamps as naive UTC:
+#: on SQLite as text from ``isoformat(" ")`` (no fraction when it is zero), on
+#: PostgreSQL as ``timestamp``, on MySQL/MariaDB as ``DATETIME(6)``.
+TIMESTAMP_SQL = {
+    "SQLite": "CASE length({0}) WHEN 19 THEN replace({0}, ' ', 'T') || '.000000Z'"
+              " ELSE replace({0}, ' ', 'T') || 'Z' END",
+    "PostgreSQL": """to_char({0}, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')""",
+    "MySQL": "CONCAT(REPLACE(CAST({0} AS CHAR), ' ', 'T'), 'Z')",
+}
+
+
+#: The kind (:func:`locky.dump.plain_fields`) of a record field, by its converter here.
+PLAIN_KINDS = {None: "value", _datetime: "timestamp", bool: "bool"}
+
+
+class DocumentShape:
+    """The select list giving ``fields`` of a record kind ready for JSON, and the
+    function turning one of its rows into the dict (only booleans still need Python:
+    SQLite and MySQL give them as 0 and 1)."""
+
+    def __init__(self, reads: RecordReads, fields: tuple[tuple[str, str], ...]):
+        # The kind each plain field of the record has; other fields (permissions) have none.
+        kinds = {f.name: PLAIN_KINDS.get(_converter(f)) for f in dataclasses.fields(reads.columns.record)}
+        wrong = [f"{name} ({kind})" for name, kind in fields if kinds.get(name) is None or kinds[name] != kind]
+        if wrong or not fields:
+            raise ValueError(f"not a plain field of the record: {', '.join(wrong) or '(none given)'}")
+        timestamp = TIMESTAMP_SQL[reads.reader.dialect]
+        columns, values = [], []
+        for i, (name, kind) in enumerate(fields):
+            col = column(reads.provider, reads.entity, name)
+            columns.append(timestamp.format(col) if kind == "timestamp" else col)
+            values.append(f"{name!r}: " + (f"row[{i}] == 1" if kind == "bool" else f"row[{i}]"))
+        self.sql = ", ".join(columns)
+        source = "def document(row):\n    return {" + ", ".join(values) + "}\n"
+        namespace: dict[str, Any] = {}
+        exec(compile(source, f"<locky_pony document {reads.columns.record.__name__}>", "exec"), namespace)
+        self.document = namespace["document"]
 
 
 class AuthenticationRead:

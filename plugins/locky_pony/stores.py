@@ -118,6 +118,10 @@ class Collection:
     def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page:
         return self.reads.page(after_id, limit, self.given_filters(filters))
 
+    def list_documents(self, fields: tuple[tuple[str, str], ...], *, after_id: int = 0, limit: int = 50,
+                       **filters: Any) -> Page:
+        return self.reads.page_documents(fields, after_id, limit, self.given_filters(filters))
+
     def count(self, **filters: Any) -> int:
         return self.reads.count(self.given_filters(filters))
 
