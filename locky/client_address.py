@@ -11,6 +11,7 @@ ignored.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from typing import Iterable
 
@@ -39,9 +40,11 @@ def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
     return tuple(networks)
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_address(text: str | None) -> Address | None:
     """``text`` as an address (IPv4-mapped IPv6 as IPv4; ``[v6]:port`` and ``v4:port``
-    forms accepted), or ``None``."""
+    forms accepted), or ``None``. Remembered for the last 4,096 texts: every request
+    parses its peer's address, which is mostly the same few (a proxy, a load balancer)."""
     if not text:
         return None
     text = text.strip()

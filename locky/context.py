@@ -112,17 +112,18 @@ class Context:
         scope = {"group_uuid": group_uuid, "own": own}
         allowed = self.authorizer.is_allowed(identity.user, resource, action, group_uuid=group_uuid, own=own,
                                              policy_revision=identity.policy_revision)
-        if allowed:
-            vetoes = self.hook.locky_check_access(
-                context=self, identity=identity, resource=resource, action=action, scope=scope
-            )
+        # Both hooks are skipped when no plugin implements them (the default): a call
+        # with no implementation still costs pluggy's dispatch, twice per request.
+        check, decision = self.hook.locky_check_access, self.hook.locky_decision
+        if allowed and check.get_hookimpls():
+            vetoes = check(context=self, identity=identity, resource=resource, action=action, scope=scope)
             allowed = not any(v is False for v in vetoes)
-        try:
-            self.hook.locky_decision(
-                context=self, identity=identity, resource=resource, action=action, scope=scope, allowed=allowed
-            )
-        except Exception:
-            log.exception("a locky_decision implementation failed")
+        if decision.get_hookimpls():
+            try:
+                decision(context=self, identity=identity, resource=resource, action=action, scope=scope,
+                         allowed=allowed)
+            except Exception:
+                log.exception("a locky_decision implementation failed")
         return allowed
 
     def require(self, identity: Identity, resource: str, action: str, **scope: Any) -> None:

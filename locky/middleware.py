@@ -80,11 +80,28 @@ class RequestContext:
                 "ip": getattr(req.context, "client_address", ""),
                 "user": identity.user.uuid if identity else None,
             }
+            write = direct_access_writer()
+            if write is not None:
+                write(line)
+                return
             try:
                 text = orjson.dumps(line).decode()
             except TypeError:  # a path orjson refuses (lone surrogates): the json module escapes it
                 text = json.dumps(line)
             access_log.info(text)
+
+
+def direct_access_writer():
+    """The access log's handler's ``write_access_line`` when that handler alone takes
+    its lines (``locky serve``'s JSON lines, :mod:`locky.cli.logs`), else ``None``: an
+    embedding app's own handlers, filters or propagation get ordinary records."""
+    handlers = access_log.handlers
+    if len(handlers) != 1 or access_log.propagate or access_log.filters:
+        return None
+    handler = handlers[0]
+    if handler.filters or handler.level > logging.INFO:
+        return None
+    return getattr(handler, "write_access_line", None)
 
 
 class Authentication:
@@ -106,7 +123,8 @@ class Authentication:
     def process_resource(self, req, resp, resource, params) -> None:
         if resource is None or (req.uri_template, req.method) in self.public:
             return  # no resource: Falcon answers 404
-        identity = self.context.hook.locky_authenticate(req=req, context=self.context)
+        plugins = self.context.hook.locky_authenticate
+        identity = plugins(req=req, context=self.context) if plugins.get_hookimpls() else None
         req.context.identity = identity = identity or self.bearer(req)
         origin = getattr(req.context, "origin", None)
         if origin is not None:
