@@ -98,6 +98,31 @@ def test_a_worker_holds_no_more_connections_than_its_pool_size(server_url):
 
 
 @pytest.mark.backend
+def test_a_connection_that_served_plain_reads_is_transactional_again(server_url):
+    """One pooled connection for everything: a plain read leaves it in autocommit on
+    MySQL/MariaDB, and the transaction that takes it next is still all or nothing."""
+    app = app_on(server_url, database_pool_size=1)
+    try:
+        storage = app.context.storage
+        user = storage.users.create(name="before", email="a@example.com", password_hash="h")
+        for _ in range(3):
+            assert storage.users.get(user.id) == user  # a plain read on the one connection
+            assert storage.users.list().items == [user]
+            with pytest.raises(RuntimeError):
+                with storage.atomic():
+                    storage.users.update(user.id, name="after")
+                    storage.groups.create(name="g", description="", owner_uuid=user.uuid)
+                    raise RuntimeError("abort the transaction")
+            assert storage.users.get(user.id).name == "before"
+            assert storage.groups.count() == 0
+        renamed = storage.users.update(user.id, name="after")  # committed writes still commit
+        assert storage.users.get(user.id) == renamed and renamed.name == "after"
+        assert storage.db.provider.pool.stats()["open"] == 1  # every call above shared it
+    finally:
+        app.close()
+
+
+@pytest.mark.backend
 def test_health_is_503_while_no_connection_is_free_and_ok_again_after(server_url):
     app = app_on(server_url, database_pool_size=2, database_pool_timeout=1)
     held = threading.Event()

@@ -11,7 +11,9 @@ for the server engines:
 - a caller waits at most ``LOCKY_DATABASE_POOL_TIMEOUT`` seconds for one, then gets
   :class:`PoolTimeout` (Locky's 503, and ``/health`` answers 503);
 - a connection comes back with its transaction ended and nothing else done to it:
-  Locky sets nothing on a session (no ``SET``, no read-only session), and the statements
+  Locky sets nothing on a session (no ``SET``, no read-only session) but MySQL's
+  autocommit mode, which the pool itself owns (the reader's SELECTs run in autocommit,
+  Pony's transactions get the connection back in transaction mode), and the statements
   the reader prepared on it are what keeping it is for, so Pony's ``DISCARD ALL`` on
   every release (one round trip, and the prepared statements gone) is not sent;
 - the thread holding a connection is the one the watchdog (:mod:`.deadline`) cuts it
@@ -45,6 +47,11 @@ class BoundedPool:
         self.timeout = timeout
         #: What the watchdog allows one call on a connection (``LOCKY_DB_TIMEOUT``).
         self.call_timeout = call_timeout
+        #: MySQL/MariaDB (:func:`install`): puts a connection the reader left in autocommit
+        #: back in transaction mode before Pony gets it, and tells whether a transaction is
+        #: open (PyMySQL's ROLLBACK is a round trip even when none is).
+        self.for_transactions: Callable[[Any], None] | None = None
+        self.in_transaction: Callable[[Any], bool] | None = None
         self._start()
 
     def _start(self) -> None:
@@ -59,8 +66,10 @@ class BoundedPool:
         if self._pid != os.getpid():
             self._start()  # the parent's connections stay the parent's: never closed here
 
-    def connect(self) -> tuple[Any, bool]:
-        """A connection and whether it is new (Pony then runs its ``on_connect`` hooks)."""
+    def connect(self, *, transactional: bool = True) -> tuple[Any, bool]:
+        """A connection and whether it is new (Pony then runs its ``on_connect`` hooks);
+        in transaction mode unless ``transactional`` is false (the reader's plain reads,
+        which set the mode they need themselves)."""
         self._after_fork()
         if not self._slots.acquire(timeout=self.timeout):
             raise PoolTimeout(f"no database connection free within {self.timeout:g} s"
@@ -77,12 +86,20 @@ class BoundedPool:
             with self._lock:
                 self._opened += 1
         WATCHDOG.track(connection, self.call_timeout)
+        if transactional and self.for_transactions is not None:
+            try:
+                self.for_transactions(connection)
+            except BaseException:
+                self.drop(connection)
+                raise
         return connection, new
 
     def release(self, connection) -> None:
         """End the connection's transaction and keep it for the next caller."""
         try:
-            connection.rollback()  # psycopg2: no round trip when no transaction is open
+            # psycopg2 sends nothing when no transaction is open; PyMySQL is asked first.
+            if self.in_transaction is None or self.in_transaction(connection):
+                connection.rollback()
         except Exception:
             self.drop(connection)
             raise
@@ -144,5 +161,12 @@ def install(db, size: int, timeout: float, call_timeout: float) -> BoundedPool:
         return connection
 
     pool = BoundedPool(open_connection, size, timeout, call_timeout)
+    if provider.dialect == "MySQL":
+        from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
+
+        # The reader runs its SELECTs in autocommit (one round trip, no ROLLBACK after);
+        # PyMySQL switches a connection's mode only when it differs (one round trip then).
+        pool.for_transactions = lambda connection: connection.autocommit(False)
+        pool.in_transaction = lambda connection: bool(connection.server_status & SERVER_STATUS_IN_TRANS)
     provider.pool = pool
     return pool

@@ -9,12 +9,16 @@ A read is one SELECT (written by :mod:`.reads`). It runs:
   process's bounded pool (:mod:`.pool`, shared with Pony's transactions) for one
   statement. PostgreSQL runs it in autocommit (psycopg2 switches that on the client, with
   no round trip): one round trip, no transaction to begin or end. MySQL/MariaDB runs it
-  in the transaction the SELECT opens, ended with a ROLLBACK;
+  in autocommit too: PyMySQL sends ``SET AUTOCOMMIT`` only when a connection's mode
+  differs, so reads on a connection that last served a read cost one round trip (in
+  transaction mode each SELECT opened a transaction that a ROLLBACK had to end); the pool
+  puts a connection back in transaction mode before Pony's transactions get it;
 - otherwise, on SQLite files: on a private autocommit connection (one per process and
   thread, opened lazily, so after a fork): no server to exhaust;
 - otherwise (SQLite in memory): through ``db.select`` in a :func:`~.guard.transaction`.
 
-Nothing session-level is ever set on a connection (no ``SET``, no read-only session).
+Nothing else session-level is ever set on a connection (no other ``SET``, no read-only
+session).
 Straight to PostgreSQL (``LOCKY_DATABASE_POOLER=none``, the default, or ``session``) each pooled
 connection prepares a statement on the server the first time it runs it (SQL
 ``PREPARE``/``EXECUTE``: parsed and planned once per connection, ~20 % more reads per
@@ -124,18 +128,20 @@ class Reader:
 
     def _on_pool(self, statement: Statement, params: tuple) -> list[tuple]:
         pool = self.pool
-        connection, new = pool.connect()
+        connection, new = pool.connect(transactional=False)
         try:
             if new:
                 self.db.call_on_connect(connection)
             postgres = self.direct == "postgres"
             if postgres:
                 connection.autocommit = True
+            else:
+                # PyMySQL: a round trip only when the connection last served a transaction;
+                # the pool switches it back before Pony gets it (pool.for_transactions).
+                connection.autocommit(True)
             rows = self._fetch(connection, statement, params)
             if postgres:
                 connection.autocommit = False
-            else:
-                connection.rollback()  # the transaction the SELECT opened
         except BaseException:
             pool.drop(connection)  # broken, or in a state not worth finding out
             raise
