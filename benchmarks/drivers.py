@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
 
 import psycopg2
 
 from locky.testing.databases import run_sql
+
+from .load import in_threads
 
 ROWS = 1000
 SQL = "SELECT id, uuid, name, email, created_at FROM bench_users WHERE id = {} AND deleted = 0"
@@ -130,13 +131,7 @@ def threads_pooled(way, url: str, threads: int, seconds: float) -> float:
             n += threads
             counts[number] += 1
 
-    workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
-    started = time.monotonic()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    elapsed = time.monotonic() - started
+    elapsed = in_threads(work, threads)
     if way.startswith("psycopg3"):
         pool.close()
     for reader in readers:

@@ -57,6 +57,8 @@ from locky.testing.pgbouncer import pgbouncer
 from locky.testing.replica_cluster import replica_cluster
 from locky.testing.server import locky_server
 
+from .load import in_threads
+
 SECRET = "hosts-benchmark-secret-" + "Zr7qW" * 8
 POOL_SIZE = 4
 
@@ -176,13 +178,7 @@ def mixed_load(fleet: Fleet, admin: dict, users: list[tuple[dict, dict]], second
                 if not ok:
                     errors.append(f"{kind}: {status} {json.dumps(body)[:200]}")
 
-    workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
-    started = time.monotonic()
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return latencies, errors, time.monotonic() - started
+    return latencies, errors, in_threads(work, threads)
 
 
 def stale_answers(fleet: Fleet, source: int, check) -> int:

@@ -1,4 +1,5 @@
-"""Driving a server with ``wrk`` (a separate C process) and reading its report."""
+"""Driving a server with ``wrk`` (a separate C process) and reading its report; and
+Python threads for the loads ``wrk`` cannot make (:func:`in_threads`)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60000.0}
 
@@ -119,3 +123,15 @@ def parse(name: str, text: str) -> Result:
         errors += int(m.group(1)) + int(m.group(3)) + int(m.group(4))
     return Result(name, count, seconds, count / seconds if seconds else 0.0,
                   _ms(p50.group(1)) if p50 else float("nan"), _ms(p99.group(1)) if p99 else float("nan"), errors)
+
+
+def in_threads(work: Callable[[int], object], threads: int) -> float:
+    """Run ``work(0)`` to ``work(threads - 1)`` at once, each on a thread of its own;
+    the seconds until the last one ended."""
+    workers = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    started = time.monotonic()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return time.monotonic() - started
