@@ -199,9 +199,18 @@ class Browser:
         self.wait(pressed)
 
     def screen(self, name: str, title: str) -> None:
-        self.driver.find_element(By.ID, f"nav-{name}").click()
+        link = self.driver.find_element(By.ID, f"nav-{name}")
+        # A detail screen (#/groups/7) already has its list's title and is not busy: the
+        # shown screen's content is marked, and the console has drawn the new one once the
+        # mark is gone (it replaces the content when it starts). Clicking the link of the
+        # screen shown draws nothing new, so nothing is marked then.
+        self.driver.execute_script(
+            "const shown = document.querySelector('#screen > *');"
+            "if (shown && location.hash !== arguments[0]) shown.setAttribute('data-left', '')",
+            link.get_dom_attribute("href"))
+        link.click()
         self.wait(lambda: self.driver.title.startswith(title)
-                  and not self.driver.find_elements(By.CSS_SELECTOR, "#screen[aria-busy]"))
+                  and not self.driver.find_elements(By.CSS_SELECTOR, "#screen[aria-busy], #screen [data-left]"))
 
     def shot(self, name: str) -> Path:
         path = self.shots / f"{name}.png"
