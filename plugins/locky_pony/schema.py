@@ -107,9 +107,18 @@ def _apply(db, step: Migration, current: int) -> None:
         ) from None
 
 
+def _connection(db):
+    """The session's connection, for catalog reads. Not ``db.get_connection()``: that
+    makes the session immediate, which on SQLite is ``BEGIN IMMEDIATE`` (the write lock),
+    so a worker starting while another process writes would wait for it and fail; a
+    read needs no lock in WAL mode. Inside :func:`migrate`'s DDL session the connection
+    is already in its transaction."""
+    return db._get_cache().prepare_connection_for_query_execution()
+
+
 def _stored_version(db) -> int:
     provider = db.provider
-    if not provider.table_exists(db.get_connection(), META):
+    if not provider.table_exists(_connection(db), META):
         return 0
     q = provider.quote_name
     rows = db.select(f"SELECT {q('number')} FROM {q(META)} WHERE {q('key')} = 'schema_version'")
@@ -138,7 +147,7 @@ def _record_history(db, version: int, applied: dict[int, datetime]) -> None:
     """Give every version up to ``version`` its history row once the table exists:
     with the time it ran in this process, or none for steps run before history was kept."""
     provider = db.provider
-    if not provider.table_exists(db.get_connection(), HISTORY):
+    if not provider.table_exists(_connection(db), HISTORY):
         return
     q = provider.quote_name
     known = {int(v) for v in db.select(f"SELECT {q('version')} FROM {q(HISTORY)}")}
@@ -157,7 +166,7 @@ def _check_tables(db) -> None:
     their collation is a binary one."""
     provider = db.provider
     try:
-        db.schema.check_tables(provider, db.get_connection())
+        db.schema.check_tables(provider, _connection(db))
     except Exception as exc:
         raise SchemaError(f"the database tables do not match this Locky: {_first_line(exc)}") from None
     if provider.dialect == "MySQL":
