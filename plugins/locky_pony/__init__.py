@@ -104,11 +104,16 @@ class PonyStorage:
         return schema.migrate(self.db, dry_run=dry_run)
 
     def ping(self) -> bool:
-        # In a transaction (immediate), so that Pony does not reconnect and try again
-        # after the watchdog cut a hung connection: health answers within the timeout.
+        # PostgreSQL, MySQL/MariaDB: in a transaction (immediate), so that Pony does not
+        # reconnect and try again after the watchdog cut a hung connection: health answers
+        # within the timeout. SQLite: a plain read of the file (its schema page), not
+        # BEGIN IMMEDIATE, which is SQLite's write lock: a long write (another worker's,
+        # another process's) does not make storage unavailable, reads go on beside it
+        # (WAL), and health probes do not queue behind writers or hold them up.
+        sqlite = self.db.provider.dialect == "SQLite"
         try:
-            with WATCHDOG.call(), db_session(immediate=True):
-                self.db.select("SELECT 1")
+            with WATCHDOG.call(), db_session(immediate=not sqlite):
+                self.db.select("SELECT count(*) FROM sqlite_master" if sqlite else "SELECT 1")
             return True
         except Exception:
             return False
