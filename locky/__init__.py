@@ -69,7 +69,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from locky.providers import (
         AuditStore, Authorizer, BuiltinRole, Claims, CodeStore, DeliveryStore, DocumentPages, ExplainingAuthorizer,
         GrantStore, GroupStore, IssuedToken, KeyStore, LoginThrottle, Mailer, MemberStore, Migration, Outbox,
-        PasswordHasher, RecordStore, RoleStore, SchemaState, SessionStore, Storage, TokenBackend, TotpStore, UserStore, WebhookStore,
+        PasswordHasher, RecordStore, RoleStore, SchemaState, SessionStore, Storage, TokenBackend, TotpStore,
+        UserStore, WebhookStore,
     )
     from locky.records import (
         AuditEvent, Authenticated, Code, Delivery, Group, Identity, Letter, Member, Page, Permission, Role, Session,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -10,9 +9,9 @@ import uuid
 from typing import Iterable
 
 import falcon
-import orjson
 
 from locky import audit
+from locky.cli.logs import access_json
 from locky.client_address import ClientAddresses
 from locky.errors import Unauthorized
 from locky.records import Identity
@@ -84,11 +83,7 @@ class RequestContext:
             if write is not None:
                 write(line)
                 return
-            try:
-                text = orjson.dumps(line).decode()
-            except TypeError:  # a path orjson refuses (lone surrogates): the json module escapes it
-                text = json.dumps(line)
-            access_log.info(text)
+            access_log.info(access_json(line))
 
 
 def direct_access_writer():

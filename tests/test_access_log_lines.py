@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from locky.cli.logs import ACCESS_LOGGER, JsonFormatter, json_handler
+from locky.cli.logs import ACCESS_LOGGER, JsonFormatter, access_json, json_handler
 from locky.middleware import direct_access_writer
 
 DOCUMENTS = [
@@ -38,7 +38,7 @@ def test_direct_lines_equal_the_formatters(document):
     logged = io.StringIO()
     plain = logging.StreamHandler(logged)
     plain.setFormatter(JsonFormatter())
-    message = json.dumps(document, separators=(",", ":"))  # as the middleware's logging path
+    message = access_json(document)  # as the middleware's logging path
     plain.emit(logging.makeLogRecord({"name": ACCESS_LOGGER, "levelname": "INFO", "levelno": logging.INFO,
                                       "msg": message}))
     (line,), (expected,) = direct.getvalue().splitlines(), logged.getvalue().splitlines()

@@ -28,6 +28,22 @@ def utc_stamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def access_json(document: dict) -> str:
+    """An access line's ``document`` as compact JSON text (orjson; the json module for
+    what orjson refuses: a path with a lone surrogate, which it escapes)."""
+    try:
+        return orjson.dumps(document).decode()
+    except TypeError:
+        return json.dumps(document, separators=COMPACT)
+
+
+def _headed(head: str, document: str) -> str:
+    """The JSON object ``document`` (its text) with ``head``, the text of an object's
+    first members left open (``{"time":...,"level":...``), spliced in front."""
+    inner = document[1:-1]
+    return head + ("," + inner if inner else "") + "}"
+
+
 class JsonFormatter(logging.Formatter):
     """Formats a record as one line of JSON (see the module docstring)."""
 
@@ -36,8 +52,7 @@ class JsonFormatter(logging.Formatter):
         head = {"time": utc_stamp(record.created), "level": record.levelname}
         if record.name == ACCESS_LOGGER and message.startswith("{") and message.endswith("}"):
             # Already a JSON object: splice the head in rather than parse it again.
-            inner = message[1:-1]
-            return json.dumps(head, separators=COMPACT)[:-1] + ("," + inner if inner else "") + "}"
+            return _headed(json.dumps(head, separators=COMPACT)[:-1], message)
         line = {**head, "logger": record.name, "message": message}
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
@@ -51,12 +66,8 @@ class JsonLineHandler(logging.StreamHandler):
 
     def write_access_line(self, document: dict) -> None:
         """Write ``document`` as the access log line :class:`JsonFormatter` would."""
-        try:
-            body = orjson.dumps(document)
-        except TypeError:  # a path orjson refuses (lone surrogates): the json module escapes it
-            body = json.dumps(document, separators=COMPACT).encode()
-        head = f'{{"time":"{utc_stamp(time.time())}","level":"INFO"'
-        line = head + ("," + body[1:].decode() if len(body) > 2 else "}") + self.terminator
+        line = _headed(f'{{"time":"{utc_stamp(time.time())}","level":"INFO"', access_json(document))
+        line += self.terminator
         with self.lock:
             try:
                 self.stream.write(line)
