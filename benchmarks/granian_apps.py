@@ -1,5 +1,6 @@
-"""WSGI apps for ``benchmarks.servers`` to hand to granian: ``locky`` (the Locky app from
-the ``LOCKY_*`` environment, built in each worker) and ``hello`` (bare Falcon)."""
+"""WSGI apps for ``benchmarks.servers`` to hand to granian and to gunicorn's command
+line: ``locky`` (the Locky app from the ``LOCKY_*`` environment, built in each worker)
+and ``hello`` (bare Falcon)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The reference point: a bare Falcon "hello" app, served like ``locky serve`` (gunicorn's
-threaded worker, one thread, 5 s keep-alive, no access log), so that ratios compare
-Locky with the cost of the same server and the framework alone."""
+"""The reference point: a bare Falcon "hello" app, served like ``locky serve`` (gunicorn
+with Locky's worker class, one thread, 5 s keep-alive, no access log), so that ratios
+compare Locky with the cost of the same server and the framework alone."""
 
 from __future__ import annotations
 
@@ -24,17 +24,19 @@ app = make_app()
 
 
 def main(argv: list[str]) -> None:
-    """``python -m benchmarks.hello HOST PORT WORKERS``: serve it as ``locky serve`` would."""
+    """``python -m benchmarks.hello HOST PORT WORKERS [THREADS]``: serve it as ``locky
+    serve`` would (one thread per worker unless THREADS says otherwise)."""
     from gunicorn.app.base import BaseApplication
 
     host, port, workers = argv[0], int(argv[1]), int(argv[2])
+    threads = int(argv[3]) if len(argv) > 3 else 1
 
     class HelloServer(BaseApplication):
         def load_config(self):
             self.cfg.set("bind", [f"{host}:{port}"])
             self.cfg.set("workers", workers)
-            self.cfg.set("worker_class", "gthread")
-            self.cfg.set("threads", 1)
+            self.cfg.set("worker_class", "locky.cli.worker.LockyWorker")
+            self.cfg.set("threads", threads)
             self.cfg.set("keepalive", 5)
             self.cfg.set("accesslog", None)
             self.cfg.set("graceful_timeout", 10)

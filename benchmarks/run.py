@@ -180,11 +180,11 @@ def _wait(url: str, process: subprocess.Popen, timeout: float = 30.0, interval: 
         time.sleep(interval)
 
 
-def serve_hello(workdir: Path):
+def serve_hello(workdir: Path, threads: int = 1):
     port = free_port()
-    log = (workdir / "hello.log").open("wb")
+    log = (workdir / f"hello-{port}.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.hello", "127.0.0.1", str(port), str(WORKERS)],
+        [sys.executable, "-m", "benchmarks.hello", "127.0.0.1", str(port), str(WORKERS), str(threads)],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     _wait(f"http://127.0.0.1:{port}/hello", process)
     return process, f"http://127.0.0.1:{port}"

@@ -7,9 +7,13 @@ connections and with a new connection per request.
 
 Candidates (every one with ``--workers`` processes):
 
-- ``gunicorn gthread x1``: ``locky serve`` as shipped (gunicorn's threaded worker with a
-  poller, one request thread per worker);
-- ``gunicorn gthread x4``: the same with ``LOCKY_THREADS=4``;
+- ``locky worker x1``: ``locky serve`` as shipped (gunicorn with Locky's worker class, a
+  poller that serves each complete request on its own thread);
+- ``locky worker x4``: the same with ``LOCKY_THREADS=4`` (the poller hands complete
+  requests to 4 threads, as gunicorn's ``gthread`` does);
+- ``locky worker x1, hand-off``: the same worker handing each request to its one thread
+  and the answer back (``benchmarks/handoff.py``, gunicorn's ``gthread`` way), served by
+  gunicorn's command line;
 - ``granian wsgi``: granian's WSGI interface (Rust HTTP, one blocking thread per worker),
   when ``granian`` is installed (``pip install granian``).
 
@@ -52,6 +56,18 @@ def serve_granian(workdir: Path, target: str, env: dict[str, str], health: str):
     return process, f"http://127.0.0.1:{port}"
 
 
+def serve_gunicorn(workdir: Path, target: str, env: dict[str, str], health: str, worker_class: str):
+    """gunicorn's command line serving ``target`` with ``worker_class``, one thread each."""
+    port = free_port()
+    log = (workdir / f"gunicorn-{port}.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", str(WORKERS),
+         "--worker-class", worker_class, "--threads", "1", "--keep-alive", "5", target],
+        cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    _wait(f"http://127.0.0.1:{port}{health}", process, timeout=60)
+    return process, f"http://127.0.0.1:{port}"
+
+
 def rss_mb(master_pid: int) -> float:
     """Resident memory of all the server's worker processes together."""
     return sum(worker_rss_mb(master_pid).values())
@@ -75,13 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     candidates: list[tuple[str, object, str, str]] = []  # name, process, locky url, hello url
     processes = []
     try:
-        hello_process, hello_url = serve_hello(workdir)
-        processes.append(hello_process)
         for threads in (1, 4):
+            hello_process, hello_url = serve_hello(workdir, threads)
+            processes.append(hello_process)
             server = locky_server(workdir, {**env, "LOCKY_THREADS": str(threads)}, workers=WORKERS)
             running = server.__enter__()
             processes.append(server)
-            candidates.append((f"gunicorn gthread x{threads}", running.process, running.url, hello_url))
+            candidates.append((f"locky worker x{threads}", running.process, running.url, hello_url))
+        handoff = "benchmarks.handoff.HandOffWorker"
+        locky_process, locky_url = serve_gunicorn(workdir, "benchmarks.granian_apps:locky", env,
+                                                  "/v1/public/health", handoff)
+        hello_h, hello_h_url = serve_gunicorn(workdir, "benchmarks.granian_apps:hello", {}, "/hello", handoff)
+        processes += [locky_process, hello_h]
+        candidates.append(("locky worker x1, hand-off", locky_process, locky_url, hello_h_url))
         if granian_available():
             locky_process, locky_url = serve_granian(workdir, "benchmarks.granian_apps:locky", env,
                                                      "/v1/public/health")

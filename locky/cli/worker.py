@@ -2,12 +2,14 @@
 answer in JSON, and an app that starts even while the database is away.
 
 - :class:`LockyWorker` is gunicorn's ``gthread`` worker: connections wait in a poller
-  until their request head is complete, so slow and idle clients (slowloris, keep-alive)
-  hold no thread; complete requests run on a small pool of threads (``LOCKY_THREADS``),
-  which share the process's bounded database pool (``LOCKY_DATABASE_POOL_SIZE``). The
-  errors gunicorn answers itself (a bad request line or header, 414, 431, a broken
-  chunked body) are the contract's JSON bodies with the usual headers instead of
-  gunicorn's HTML.
+  until their request head is complete (a new connection's first request and every
+  next request on a kept-alive one), so slow and idle clients (slowloris, keep-alive)
+  hold nothing. With one thread (``LOCKY_THREADS=1``, the default) a complete request
+  is served right there on the poller's thread, with no hand-off between threads;
+  with more, complete requests run on that many threads, which share the process's
+  bounded database pool (``LOCKY_DATABASE_POOL_SIZE``). The errors gunicorn answers
+  itself (a bad request line or header, 414, 431, a broken chunked body) are the
+  contract's JSON bodies with the usual headers instead of gunicorn's HTML.
 - :class:`StartingApp` is the WSGI app a worker serves until ``create_app`` succeeds:
   a worker (re)started during a database outage answers 503 JSON (health
   ``{"status": "unavailable"}``) instead of failing to boot, which would make gunicorn
@@ -22,6 +24,8 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
+from concurrent import futures
 from typing import Callable
 
 import orjson
@@ -82,18 +86,55 @@ class LockyWorker(ThreadWorker):
     def init_process(self):
         # This process serves only Locky: every error gunicorn writes itself is JSON.
         util.write_error = _write_json_error
+        self._ready: deque = deque()  # complete requests to serve on this thread, in order
+        self._serving = False
         super().init_process()
 
+    def enqueue_req(self, conn):
+        """With one thread, serve ``conn``'s request here, on the poller's thread: handing
+        it to a thread and its answer back costs two wake-ups per request, a quarter of a
+        small read's time (docs/benchmarks.md). Requests that become ready while one is
+        served (a pipelined next request) wait in ``_ready``, so nothing recurses."""
+        if self.cfg.threads > 1:
+            return super().enqueue_req(conn)
+        self._ready.append(conn)
+        if self._serving:
+            return
+        self._serving = True
+        try:
+            while self._ready:
+                conn = self._ready.popleft()
+                done: futures.Future = futures.Future()
+                try:
+                    done.set_result(self.handle(conn))
+                except Exception as exc:  # finish_request closes the connection
+                    done.set_exception(exc)
+                self.finish_request(conn, done)
+        finally:
+            self._serving = False
+
+    def finish_request(self, conn, fs):
+        """gunicorn's, except that a kept-alive connection whose next request was already
+        taken from the socket (pipelined, in :class:`DeadlineSocket`'s buffer) is served
+        at once: the poller would wait for bytes that have already come."""
+        if (self.alive and not fs.cancelled() and fs.exception() is None and fs.result()
+                and fs.result() is not _DEFER and isinstance(conn.sock, DeadlineSocket) and conn.sock.head):
+            self.enqueue_req(conn)
+            return
+        super().finish_request(conn, fs)
+
     def handle(self, conn):
-        """Read a new connection's request without waiting: the bytes there are taken
-        (and given to gunicorn's parser later), and until the head and its
-        Content-Length body are complete the connection goes back to the poller, holding
-        no thread. A request not complete within READ_DEADLINE seconds of its first bytes
-        ends the connection; what a thread still reads (a chunked body, a keep-alive
-        connection's next request) must come within READ_DEADLINE too."""
+        """Read a request without waiting: the bytes there are taken (and given to
+        gunicorn's parser later), and until the head and its Content-Length body are
+        complete the connection goes back to the poller, holding no thread. This holds
+        for a new connection and for each next request on a kept-alive one. A request
+        not complete within READ_DEADLINE seconds of its first bytes ends the
+        connection; what is still read while the request is served (a chunked body, a
+        pipelined request the parser has begun) must come within READ_DEADLINE too."""
         if not isinstance(conn.sock, DeadlineSocket):
             conn.sock = DeadlineSocket(conn.sock)
-        if not conn.initialized:
+        # Bytes the parser already holds (pipelined) are not on the socket: serve them.
+        if not conn.initialized or not conn.parser.unreader.buf.getvalue():
             state = conn.sock.gather_head()
             if state == WAITING:
                 conn.data_ready = False
@@ -146,6 +187,7 @@ class DeadlineSocket:
                 self.head_deadline = now + READ_DEADLINE
             self.head += chunk
         if self._complete():
+            self.head_deadline = None  # the next request on this connection starts afresh
             return COMPLETE
         if self.head_deadline is not None and now > self.head_deadline:
             return EXPIRED

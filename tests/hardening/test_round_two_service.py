@@ -182,9 +182,13 @@ def test_slow_and_idle_clients_do_not_take_the_service_down(tmp_path):
                 except OSError:
                     return
 
-        for i in range(32):
+        for i in range(40):
             sock = socket.create_connection(("127.0.0.1", port))
-            if i % 4:  # a head that never ends
+            if i >= 32:  # kept alive after one answer, then a next request that never ends
+                sock.sendall(HEALTH)
+                assert read_answer(sock)[0] == 200
+                sock.send(b"GET /v1/public/health HTTP/1.1\r\nHost: x\r\n")
+            elif i % 4:  # a head that never ends
                 sock.send(b"GET /v1/public/health HTTP/1.1\r\nHost: x\r\n")
             else:  # a whole head, then a body that trickles
                 sock.send(b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\n"
@@ -202,13 +206,67 @@ def test_slow_and_idle_clients_do_not_take_the_service_down(tmp_path):
                     times.append(took)
                 except OSError:
                     times.append(float("inf"))
-            print(f"\nwith 32 slow (24 heads, 8 bodies) + 32 idle connections: {answered}/60 answered, median"
-                  f" {statistics.median(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms")
+            print(f"\nwith 40 slow (24 heads, 8 bodies, 8 next requests on kept-alive connections) + 32 idle"
+                  f" connections: {answered}/60 answered, median {statistics.median(times) * 1000:.1f} ms,"
+                  f" max {max(times) * 1000:.1f} ms")
             assert answered == 60 and max(times) < 2.0
         finally:
             stop.set()
             for sock in slow + idle:
                 sock.close()
+
+
+HEALTH = b"GET /v1/public/health HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def read_answer(sock: socket.socket, buffered: bytearray | None = None) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of the next answer on a kept-alive connection (``Content-Length``
+    framed); bytes read past it stay in ``buffered`` for the next call."""
+    data = buffered if buffered is not None else bytearray()
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection"
+        data += chunk
+    head, _, _ = bytes(data).partition(b"\r\n\r\n")
+    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")))
+    end = len(head) + 4 + length
+    while len(data) < end:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection"
+        data += chunk
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value for name, value in (line.split(": ", 1) for line in lines[1:])}
+    status, body = int(lines[0].split()[1]), bytes(data[len(head) + 4:end])
+    del data[:end]
+    return status, headers, body
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_pipelined_requests_are_all_answered_in_order(tmp_path, threads):
+    """Requests sent back to back on one connection, before any answer: many small ones,
+    and heads of exactly 8 KiB (the parser's read size, so one request ends where a read
+    ends and the next is already taken from the socket)."""
+    request_id = b"GET /v1/public/health HTTP/1.1\r\nHost: x\r\nX-Request-ID: %d\r\n"
+    with locky_server(tmp_path, env=env(f"sqlite:///{tmp_path / 'locky.sqlite'}", LOCKY_THREADS=str(threads)),
+                      workers=1) as server:
+        port = urlsplit(server.url).port
+        for count, size in ((300, None), (6, 8192)):
+            requests = []
+            for i in range(count):
+                head = request_id % i
+                if size:
+                    pad = size - len(head) - len(b"X-Pad: \r\n\r\n")
+                    head += b"X-Pad: " + b"a" * pad + b"\r\n"
+                requests.append(head + b"\r\n")
+            assert size is None or {len(r) for r in requests} == {size}
+            with socket.create_connection(("127.0.0.1", port), timeout=3) as sock:
+                sock.sendall(b"".join(requests))
+                buffered = bytearray()
+                answers = [read_answer(sock, buffered) for _ in range(count)]
+            assert [(status, headers["x-request-id"]) for status, headers, _ in answers] == [
+                (200, str(i)) for i in range(count)]
+            assert {json.loads(body)["status"] for _, _, body in answers} == {"ok"}
 
 
 def raw_request(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
