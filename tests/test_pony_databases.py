@@ -8,6 +8,9 @@ them; every test gets an empty database.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -249,6 +252,61 @@ def test_mysql_tables_with_a_case_insensitive_collation_are_refused(mysql_databa
             app_for(url)
     finally:
         raw(url, "ALTER TABLE locky_groups CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin")
+
+
+#: A stand-in for mysqlclient as Pony sees it when choosing its MySQL driver: a package
+#: ``MySQLdb`` with ``converters``, ``string_literal`` and ``constants``. Pony prefers it
+#: to PyMySQL whenever it imports; its connections would then fail.
+MYSQLCLIENT_FILES = {
+    "MySQLdb/__init__.py": "IS_STAND_IN = True\n"
+                           "def string_literal(value): raise RuntimeError('the stand-in was used')\n"
+                           "def connect(*args, **kwargs): raise RuntimeError('the stand-in was used')\n",
+    "MySQLdb/converters.py": "conversions = {}\n",
+    "MySQLdb/constants/__init__.py": "CLIENT = FIELD_TYPE = FLAG = None\n",
+}
+
+SERVE_BESIDE_MYSQLCLIENT = """
+import sys
+from locky.app import create_app
+from locky.testing import PASSWORD, LockyClient, make_settings
+app = create_app(make_settings(sys.argv[1], log_requests=False))
+client = LockyClient(app)
+body = {"name": "Beside", "email": "beside@example.com", "password": PASSWORD}
+assert client.simulate_post("/v1/public/users/register", json=body).status_code == 201
+login = client.simulate_post("/v1/public/users/login", json={"email": body["email"], "password": PASSWORD})
+me = client.simulate_get("/v1/internal/users/me", headers={"Authorization": "Bearer " + login.json["access_token"]})
+app.close()
+import MySQLdb, pony.orm.dbproviders.mysql as provider
+print(me.status_code, me.json["email"], provider.mysql_module_name, MySQLdb.IS_STAND_IN)
+"""
+
+
+def _beside_mysqlclient(tmp_path: Path, script: str, url: str):
+    for name, text in MYSQLCLIENT_FILES.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    return subprocess.run([sys.executable, "-c", script, url], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.backend
+def test_mysql_speaks_pymysql_where_mysqlclient_is_installed_too(mysql_database, tmp_path):
+    """A host with mysqlclient (for other programs) runs Locky on PyMySQL, and its
+    programs still import mysqlclient afterwards."""
+    mysql_database.wipe()
+    done = _beside_mysqlclient(tmp_path, SERVE_BESIDE_MYSQLCLIENT, mysql_database.url)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["200", "beside@example.com", "pymysql", "True"]
+
+
+def test_pony_imported_with_mysqlclient_first_stops_with_a_message(tmp_path):
+    script = ("import sys, pony.orm.dbproviders.mysql as p; assert p.mysql_module_name == 'MySQLdb'\n"
+              "from locky.settings import SettingsError\n"
+              "from locky_pony.database import pymysql_provider\n"
+              "try:\n    pymysql_provider()\nexcept SettingsError as exc:\n    print(exc)\n")
+    done = _beside_mysqlclient(tmp_path, script, "")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "imported with mysqlclient (MySQLdb) before Locky" in done.stdout
 
 
 # ---------------------------------------------------------------------------

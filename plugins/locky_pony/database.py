@@ -6,7 +6,9 @@ runs at startup (``Storage.migrate``) and ``locky migrate`` runs on demand.
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
+import sys
 import time
 from typing import Any, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -68,6 +70,39 @@ def bind_arguments(settings: Settings, url: str | None = None, name: str = "LOCK
     }
 
 
+MYSQL_PROVIDER = "pony.orm.dbproviders.mysql"
+
+
+def pymysql_provider():
+    """Pony's MySQL provider module, speaking PyMySQL (``locky[mysql]``).
+
+    Pony takes mysqlclient (``MySQLdb``) instead whenever it is installed, and decides
+    once, when its provider module is first imported. Locky's pool, reader and error
+    rules are written and tested for PyMySQL (mysqlclient's connections, for one, do
+    not tell whether a transaction is open), so the module is imported here with
+    ``MySQLdb`` hidden; a host that has mysqlclient for other programs keeps it.
+    Raises :class:`SettingsError` if the module was already imported with mysqlclient
+    (by the embedding program's own Pony database), which cannot be undone in-process.
+    """
+    module = sys.modules.get(MYSQL_PROVIDER)
+    if module is None:
+        absent = object()
+        hidden = sys.modules.get("MySQLdb", absent)
+        sys.modules["MySQLdb"] = None  # type: ignore[assignment]  # "import MySQLdb" fails
+        try:
+            module = importlib.import_module(MYSQL_PROVIDER)
+        finally:
+            if hidden is absent:
+                del sys.modules["MySQLdb"]
+            else:
+                sys.modules["MySQLdb"] = hidden
+    if module.mysql_module_name != "pymysql":
+        raise SettingsError("Pony's MySQL provider was imported with mysqlclient (MySQLdb) before Locky"
+                            " bound its database; Locky speaks PyMySQL: create Locky's app first, or"
+                            " uninstall mysqlclient")
+    return module
+
+
 def open_database(settings: Settings):
     """A bound ``Database`` with Locky's entities mapped (no table is created or checked)."""
     db = Database()
@@ -84,7 +119,11 @@ def open_database(settings: Settings):
 
     arguments = bind_arguments(settings)
     try:
+        if arguments["provider"] == "mysql":
+            pymysql_provider()
         db.bind(**arguments)
+    except SettingsError:
+        raise
     except ImportError as exc:
         extra = "postgres" if arguments["provider"] == "postgres" else "mysql"
         raise SettingsError(
