@@ -154,7 +154,32 @@ HEAD_LIMIT = 65536
 #: takes the request; Locky's own limit (LOCKY_MAX_BODY_BYTES) is 64 KiB by default.
 BODY_LIMIT = 1024 * 1024
 CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([0-9]{1,12})[ \t]*\r\n", re.IGNORECASE)
+CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked[ \t]*\r\n", re.IGNORECASE)
+#: A chunk-size line longer than this is malformed: gunicorn's parser gets it (400).
+CHUNK_LINE_LIMIT = 1024
 WAITING, COMPLETE, EXPIRED = "waiting", "complete", "expired"
+
+
+def chunked_body_complete(data: bytes, start: int) -> bool:
+    """Whether the chunked body at ``data[start:]`` has come whole (its last chunk and
+    trailers), or need not be waited for: malformed, or over :data:`BODY_LIMIT` (then
+    gunicorn's parser answers 400, or the app 413, as they would anyway)."""
+    position, total = start, 0
+    while True:
+        line_end = data.find(b"\r\n", position)
+        if line_end < 0:
+            return len(data) - position > CHUNK_LINE_LIMIT
+        size = data[position:line_end].split(b";", 1)[0].strip()
+        if not size or size.strip(b"0123456789abcdefABCDEF"):
+            return True
+        if int(size, 16) == 0:  # the last chunk, then trailers and an empty line
+            return data.find(b"\r\n\r\n", line_end) >= 0
+        total += int(size, 16)
+        if total > BODY_LIMIT:
+            return True
+        position = line_end + 2 + int(size, 16) + 2
+        if position > len(data):
+            return False
 
 
 class DeadlineSocket:
@@ -172,7 +197,8 @@ class DeadlineSocket:
 
     def gather_head(self) -> str:
         """Take what the client sent so far, without waiting: ``COMPLETE`` once the head
-        and a body announced by ``Content-Length`` (up to :data:`BODY_LIMIT`) are here."""
+        and its body (announced by ``Content-Length`` or chunked, up to :data:`BODY_LIMIT`)
+        are here."""
         now = time.monotonic()
         while not self._complete():
             try:
@@ -197,6 +223,8 @@ class DeadlineSocket:
         end = self.head.find(b"\r\n\r\n")
         if end < 0:
             return len(self.head) >= HEAD_LIMIT  # gunicorn answers 414 or 431
+        if CHUNKED.search(self.head, 0, end + 2):
+            return chunked_body_complete(self.head, end + 4)
         match = CONTENT_LENGTH.search(self.head, 0, end + 2)
         length = int(match.group(1)) if match else 0
         # A body over the limit is the app's to refuse (413) without reading it.

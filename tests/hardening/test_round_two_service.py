@@ -173,8 +173,8 @@ def test_slow_and_idle_clients_do_not_take_the_service_down(tmp_path):
         stop = threading.Event()
         slow: list[socket.socket] = []
 
-        def trickle(sock):  # a header line, one byte at a time, never finished
-            for byte in b"X-Slow: " + b"a" * 200:
+        def trickle(sock, data):  # one byte at a time, never finished
+            for byte in data:
                 if stop.wait(0.5):
                     return
                 try:
@@ -182,9 +182,14 @@ def test_slow_and_idle_clients_do_not_take_the_service_down(tmp_path):
                 except OSError:
                     return
 
-        for i in range(40):
+        for i in range(48):
             sock = socket.create_connection(("127.0.0.1", port))
-            if i >= 32:  # kept alive after one answer, then a next request that never ends
+            trickled = b"X-Slow: " + b"a" * 200  # a header line
+            if i >= 40:  # a whole head, then a chunked body that trickles, chunk by chunk
+                sock.send(b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\n"
+                          b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                trickled = b"1\r\na\r\n" * 40
+            elif i >= 32:  # kept alive after one answer, then a next request that never ends
                 sock.sendall(HEALTH)
                 assert read_answer(sock)[0] == 200
                 sock.send(b"GET /v1/public/health HTTP/1.1\r\nHost: x\r\n")
@@ -194,7 +199,7 @@ def test_slow_and_idle_clients_do_not_take_the_service_down(tmp_path):
                 sock.send(b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\n"
                           b"Content-Type: application/json\r\nContent-Length: 900\r\n\r\n")
             slow.append(sock)
-            threading.Thread(target=trickle, args=(sock,), daemon=True).start()
+            threading.Thread(target=trickle, args=(sock, trickled), daemon=True).start()
         idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(32)]  # say nothing
         try:
             time.sleep(1)
@@ -206,9 +211,9 @@ def test_slow_and_idle_clients_do_not_take_the_service_down(tmp_path):
                     times.append(took)
                 except OSError:
                     times.append(float("inf"))
-            print(f"\nwith 40 slow (24 heads, 8 bodies, 8 next requests on kept-alive connections) + 32 idle"
-                  f" connections: {answered}/60 answered, median {statistics.median(times) * 1000:.1f} ms,"
-                  f" max {max(times) * 1000:.1f} ms")
+            print(f"\nwith 48 slow (24 heads, 8 bodies, 8 chunked bodies, 8 next requests on kept-alive"
+                  f" connections) + 32 idle connections: {answered}/60 answered, median"
+                  f" {statistics.median(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms")
             assert answered == 60 and max(times) < 2.0
         finally:
             stop.set()
@@ -267,6 +272,23 @@ def test_pipelined_requests_are_all_answered_in_order(tmp_path, threads):
             assert [(status, headers["x-request-id"]) for status, headers, _ in answers] == [
                 (200, str(i)) for i in range(count)]
             assert {json.loads(body)["status"] for _, _, body in answers} == {"ok"}
+
+
+def test_a_chunked_body_that_comes_in_parts_is_read_whole(tmp_path):
+    """The poller gathers a chunked body across reads (chunk extensions and trailers
+    included) before the request is served."""
+    body = json.dumps({"name": "Chunked", "email": "chunked@example.com", "password": PASSWORD}).encode()
+    parts = [body[:10], body[10:]]
+    chunked = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(part), part) for part in parts) + b"0\r\nX-Trailer: t\r\n\r\n"
+    with locky_server(tmp_path, env=env(f"sqlite:///{tmp_path / 'locky.sqlite'}"), workers=1) as server:
+        with socket.create_connection(("127.0.0.1", urlsplit(server.url).port), timeout=5) as sock:
+            sock.sendall(b"POST /v1/public/users/register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n" + chunked[:25])
+            time.sleep(0.3)
+            sock.sendall(chunked[25:])
+            status, _, answer = read_answer(sock)
+    assert status == 201, answer
+    assert json.loads(answer)["email"] == "chunked@example.com"
 
 
 def raw_request(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
