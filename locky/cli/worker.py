@@ -118,7 +118,7 @@ class LockyWorker(ThreadWorker):
         taken from the socket (pipelined, in :class:`DeadlineSocket`'s buffer) is served
         at once: the poller would wait for bytes that have already come."""
         if (self.alive and not fs.cancelled() and fs.exception() is None and fs.result()
-                and fs.result() is not _DEFER and isinstance(conn.sock, DeadlineSocket) and conn.sock.head):
+                and fs.result() is not _DEFER and isinstance(conn.sock, DeadlineSocket) and conn.sock.pending):
             self.enqueue_req(conn)
             return
         super().finish_request(conn, fs)
@@ -160,40 +160,39 @@ CHUNK_LINE_LIMIT = 1024
 WAITING, COMPLETE, EXPIRED = "waiting", "complete", "expired"
 
 
-def chunked_body_complete(data: bytes, start: int) -> bool:
-    """Whether the chunked body at ``data[start:]`` has come whole (its last chunk and
-    trailers), or need not be waited for: malformed, or over :data:`BODY_LIMIT` (then
-    gunicorn's parser answers 400, or the app 413, as they would anyway)."""
-    position, total = start, 0
-    while True:
-        line_end = data.find(b"\r\n", position)
-        if line_end < 0:
-            return len(data) - position > CHUNK_LINE_LIMIT
-        size = data[position:line_end].split(b";", 1)[0].strip()
-        if not size or size.strip(b"0123456789abcdefABCDEF"):
-            return True
-        if int(size, 16) == 0:  # the last chunk, then trailers and an empty line
-            return data.find(b"\r\n\r\n", line_end) >= 0
-        total += int(size, 16)
-        if total > BODY_LIMIT:
-            return True
-        position = line_end + 2 + int(size, 16) + 2
-        if position > len(data):
-            return False
-
-
 class DeadlineSocket:
-    """A client socket with the bytes of a request head taken ahead (:meth:`gather_head`)
-    and served first, whose reads end (as if the client closed) once ``deadline`` passes."""
+    """A client socket with the bytes of a request taken ahead (:meth:`gather_head`) and
+    served first, whose reads end (as if the client closed) once ``deadline`` passes.
+
+    However the request arrives (in one piece or a byte at a time), gathering it costs
+    time in proportion to its size: the bytes are kept in one growing buffer, and each
+    look for its end starts where the last one stopped.
+    """
 
     def __init__(self, sock):
         self._sock = sock
         self.deadline = float("inf")
-        self.head = b""
         self.head_deadline: float | None = None
+        self._buffer = bytearray()  # bytes taken from the socket
+        self._read = 0  # how many of them the parser has had
+        self._restart()
 
     def __getattr__(self, name):
         return getattr(self._sock, name)
+
+    @property
+    def pending(self) -> bool:
+        """Whether bytes taken ahead are still to be given to the parser."""
+        return self._read < len(self._buffer)
+
+    def _restart(self) -> None:
+        """Forget where the last request ended: the next one starts at ``_read``."""
+        self._scan: int | None = None  # where to go on looking for an empty line
+        self._body_at: int | None = None  # where the body starts, once the head is whole
+        self._body_end: int | None = None  # where a Content-Length body ends
+        self._chunk_at: int | None = None  # the next chunk-size line of a chunked body
+        self._chunked_total = 0
+        self._trailers = False  # the last chunk has come: looking for the trailers' end
 
     def gather_head(self) -> str:
         """Take what the client sent so far, without waiting: ``COMPLETE`` once the head
@@ -206,29 +205,71 @@ class DeadlineSocket:
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
-                return COMPLETE  # let gunicorn meet the error and close
-            if not chunk:
-                return COMPLETE  # closed: gunicorn's parser sees the end
+                chunk = None  # let gunicorn meet the error and close
+            if not chunk:  # closed: gunicorn's parser sees the end
+                self._restart()
+                return COMPLETE
             if self.head_deadline is None:
                 self.head_deadline = now + READ_DEADLINE
-            self.head += chunk
-        if self._complete():
+            self._buffer += chunk
+        else:
+            self._restart()
             self.head_deadline = None  # the next request on this connection starts afresh
             return COMPLETE
         if self.head_deadline is not None and now > self.head_deadline:
             return EXPIRED
         return WAITING
 
+    def _empty_line(self, start: int) -> int:
+        """Where the next empty line (``\\r\\n\\r\\n``) from ``start`` ends, or -1; a
+        later call looks only at what came since."""
+        found = self._buffer.find(b"\r\n\r\n", start if self._scan is None else self._scan)
+        self._scan = None if found >= 0 else max(start, len(self._buffer) - 3)
+        return found + 4 if found >= 0 else -1
+
     def _complete(self) -> bool:
-        end = self.head.find(b"\r\n\r\n")
-        if end < 0:
-            return len(self.head) >= HEAD_LIMIT  # gunicorn answers 414 or 431
-        if CHUNKED.search(self.head, 0, end + 2):
-            return chunked_body_complete(self.head, end + 4)
-        match = CONTENT_LENGTH.search(self.head, 0, end + 2)
-        length = int(match.group(1)) if match else 0
-        # A body over the limit is the app's to refuse (413) without reading it.
-        return length > BODY_LIMIT or len(self.head) >= end + 4 + length
+        """Whether the request starting at ``_read`` has come whole, or need not be waited
+        for (too large, malformed: gunicorn's parser or the app answers then)."""
+        buffer = self._buffer
+        if self._body_at is None:
+            self._body_at = self._empty_line(self._read)
+            if self._body_at < 0:
+                self._body_at = None
+                return len(buffer) - self._read >= HEAD_LIMIT  # gunicorn answers 414 or 431
+            head = (self._read, self._body_at - 2)
+            if CHUNKED.search(buffer, *head):
+                self._chunk_at = self._body_at
+            else:
+                match = CONTENT_LENGTH.search(buffer, *head)
+                length = int(match.group(1)) if match else 0
+                # A body over the limit is the app's to refuse (413) without reading it.
+                self._body_end = self._body_at + (length if length <= BODY_LIMIT else 0)
+        if self._body_end is not None:
+            return len(buffer) >= self._body_end
+        return self._chunks_complete()
+
+    def _chunks_complete(self) -> bool:
+        buffer = self._buffer
+        while not self._trailers:
+            line_end = buffer.find(b"\r\n", self._chunk_at, self._chunk_at + CHUNK_LINE_LIMIT)
+            if line_end < 0:
+                return len(buffer) - self._chunk_at >= CHUNK_LINE_LIMIT
+            size = bytes(buffer[self._chunk_at:line_end]).split(b";", 1)[0].strip()
+            if not size or size.strip(b"0123456789abcdefABCDEF"):
+                return True
+            length = int(size, 16)
+            if length == 0:  # the last chunk; then trailers, and an empty line
+                self._trailers, self._chunk_at = True, line_end
+                break
+            if self._chunked_total + length > BODY_LIMIT:
+                return True
+            if line_end + 2 + length + 2 > len(buffer):
+                return False
+            self._chunked_total += length
+            self._chunk_at = line_end + 2 + length + 2
+        if self._empty_line(self._chunk_at) >= 0:
+            return True
+        return len(buffer) - self._chunk_at >= HEAD_LIMIT
 
     def _wait(self) -> bool:
         remaining = self.deadline - time.monotonic()
@@ -238,8 +279,13 @@ class DeadlineSocket:
         return True
 
     def recv(self, size, *flags):
-        if self.head:
-            taken, self.head = self.head[:size], self.head[size:]
+        if self._read < len(self._buffer):
+            end = min(self._read + size, len(self._buffer))
+            taken = bytes(self._buffer[self._read:end])
+            self._read = end
+            if end == len(self._buffer):  # all given: start the buffer afresh
+                self._buffer.clear()
+                self._read = 0
             return taken
         if not self._wait():
             return b""
