@@ -32,12 +32,15 @@ def serve(settings: Settings) -> None:
     from gunicorn.app.base import BaseApplication
 
     from locky.app import create_app
-    from locky.cli.worker import start_app
+    from locky.cli.worker import LockyWorker, start_app
 
     gunicorn.http.wsgi.SERVER = "locky"  # no server version banner
 
     settings = settings.with_secret()  # made once, before the workers fork
     create_app(settings, background=False).close()  # fail fast: schema, policy files, plugins
+
+    # The poller gathers bodies up to the app's limit; a larger one is refused unread.
+    LockyWorker.body_limit = settings.max_body_bytes
 
     class LockyServer(BaseApplication):
         def load_config(self):

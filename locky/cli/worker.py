@@ -2,9 +2,9 @@
 answer in JSON, and an app that starts even while the database is away.
 
 - :class:`LockyWorker` is gunicorn's ``gthread`` worker: connections wait in a poller
-  until their request head is complete (a new connection's first request and every
-  next request on a kept-alive one), so slow and idle clients (slowloris, keep-alive)
-  hold nothing. With one thread (``LOCKY_THREADS=1``, the default) a complete request
+  until their request (head and body) is complete (a new connection's first request and
+  every next request on a kept-alive one), so slow and idle clients (slowloris,
+  keep-alive) hold nothing. With one thread (``LOCKY_THREADS=1``, the default) a complete request
   is served right there on the poller's thread, with no hand-off between threads;
   with more, complete requests run on that many threads, which share the process's
   bounded database pool (``LOCKY_DATABASE_POOL_SIZE``). The errors gunicorn answers
@@ -38,6 +38,19 @@ log = logging.getLogger("locky")
 HEALTH_PATH = "/v1/public/health"
 #: Seconds between two attempts to build the app while the database is away.
 RETRY_EVERY = 0.5
+#: Seconds a request may take to arrive: its head from its first byte, then its body.
+READ_DEADLINE = 10.0
+#: A head this long is handed to gunicorn's parser as it is (which answers 414 or 431).
+HEAD_LIMIT = 65536
+#: Bodies up to this size (announced by Content-Length, or chunked) are gathered before
+#: the request is served, unless the worker says otherwise (``locky serve`` gives it
+#: LOCKY_MAX_BODY_BYTES, whose default this is: a larger body is the app's to refuse).
+BODY_LIMIT = 64 * 1024
+CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([0-9]{1,12})[ \t]*\r\n", re.IGNORECASE)
+CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked[ \t]*\r\n", re.IGNORECASE)
+#: A chunk-size line longer than this is malformed: gunicorn's parser gets it (400).
+CHUNK_LINE_LIMIT = 1024
+WAITING, COMPLETE, EXPIRED = "waiting", "complete", "expired"
 
 
 def json_error(status: int, reason: str, request_id: str | None = None) -> tuple[list[tuple[str, str]], bytes]:
@@ -83,6 +96,10 @@ class LockyWorker(ThreadWorker):
     """gunicorn's threaded worker with JSON error answers, in which a slow or idle client
     holds no thread (see the module docstring and :meth:`handle`)."""
 
+    #: The largest body the poller gathers (``locky serve`` sets LOCKY_MAX_BODY_BYTES):
+    #: a larger one is handed on at once, for the app to refuse (413).
+    body_limit = BODY_LIMIT
+
     def init_process(self):
         # This process serves only Locky: every error gunicorn writes itself is JSON.
         util.write_error = _write_json_error
@@ -125,14 +142,15 @@ class LockyWorker(ThreadWorker):
 
     def handle(self, conn):
         """Read a request without waiting: the bytes there are taken (and given to
-        gunicorn's parser later), and until the head and its Content-Length body are
-        complete the connection goes back to the poller, holding no thread. This holds
-        for a new connection and for each next request on a kept-alive one. A request
-        not complete within READ_DEADLINE seconds of its first bytes ends the
-        connection; what is still read while the request is served (a chunked body, a
-        pipelined request the parser has begun) must come within READ_DEADLINE too."""
+        gunicorn's parser later), and until the head and its body (``Content-Length`` or
+        chunked) are complete the connection goes back to the poller, holding no thread.
+        This holds for a new connection and for each next request on a kept-alive one. A
+        request not complete within READ_DEADLINE seconds of its first bytes ends the
+        connection; what is still read while the request is served (a body over
+        ``body_limit``, a pipelined request the parser has begun) must come within
+        READ_DEADLINE too."""
         if not isinstance(conn.sock, DeadlineSocket):
-            conn.sock = DeadlineSocket(conn.sock)
+            conn.sock = DeadlineSocket(conn.sock, self.body_limit)
         # Bytes the parser already holds (pipelined) are not on the socket: serve them.
         if not conn.initialized or not conn.parser.unreader.buf.getvalue():
             state = conn.sock.gather_head()
@@ -146,20 +164,6 @@ class LockyWorker(ThreadWorker):
         return super().handle(conn)
 
 
-#: Seconds a request may take to arrive: its head from its first byte, then its body.
-READ_DEADLINE = 10.0
-#: A head this long is handed to gunicorn's parser as it is (which answers 414 or 431).
-HEAD_LIMIT = 65536
-#: Bodies up to this size (announced by Content-Length) are gathered before a thread
-#: takes the request; Locky's own limit (LOCKY_MAX_BODY_BYTES) is 64 KiB by default.
-BODY_LIMIT = 1024 * 1024
-CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([0-9]{1,12})[ \t]*\r\n", re.IGNORECASE)
-CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked[ \t]*\r\n", re.IGNORECASE)
-#: A chunk-size line longer than this is malformed: gunicorn's parser gets it (400).
-CHUNK_LINE_LIMIT = 1024
-WAITING, COMPLETE, EXPIRED = "waiting", "complete", "expired"
-
-
 class DeadlineSocket:
     """A client socket with the bytes of a request taken ahead (:meth:`gather_head`) and
     served first, whose reads end (as if the client closed) once ``deadline`` passes.
@@ -169,8 +173,9 @@ class DeadlineSocket:
     look for its end starts where the last one stopped.
     """
 
-    def __init__(self, sock):
+    def __init__(self, sock, body_limit: int = BODY_LIMIT):
         self._sock = sock
+        self.body_limit = body_limit
         self.deadline = float("inf")
         self.head_deadline: float | None = None
         self._buffer = bytearray()  # bytes taken from the socket
@@ -196,7 +201,7 @@ class DeadlineSocket:
 
     def gather_head(self) -> str:
         """Take what the client sent so far, without waiting: ``COMPLETE`` once the head
-        and its body (announced by ``Content-Length`` or chunked, up to :data:`BODY_LIMIT`)
+        and its body (announced by ``Content-Length`` or chunked, up to ``body_limit``)
         are here."""
         now = time.monotonic()
         while not self._complete():
@@ -243,7 +248,7 @@ class DeadlineSocket:
                 match = CONTENT_LENGTH.search(buffer, *head)
                 length = int(match.group(1)) if match else 0
                 # A body over the limit is the app's to refuse (413) without reading it.
-                self._body_end = self._body_at + (length if length <= BODY_LIMIT else 0)
+                self._body_end = self._body_at + (length if length <= self.body_limit else 0)
         if self._body_end is not None:
             return len(buffer) >= self._body_end
         return self._chunks_complete()
@@ -261,7 +266,7 @@ class DeadlineSocket:
             if length == 0:  # the last chunk; then trailers, and an empty line
                 self._trailers, self._chunk_at = True, line_end
                 break
-            if self._chunked_total + length > BODY_LIMIT:
+            if self._chunked_total + length > self.body_limit:
                 return True
             if line_end + 2 + length + 2 > len(buffer):
                 return False

@@ -291,6 +291,18 @@ def test_a_chunked_body_that_comes_in_parts_is_read_whole(tmp_path):
     assert json.loads(answer)["email"] == "chunked@example.com"
 
 
+def test_a_body_announced_over_the_limit_is_refused_without_waiting_for_it(tmp_path):
+    """The poller gathers bodies up to LOCKY_MAX_BODY_BYTES: a larger one announced by
+    Content-Length is answered 413 at once, before any of it has come."""
+    settings = env(f"sqlite:///{tmp_path / 'locky.sqlite'}", LOCKY_MAX_BODY_BYTES="2048")
+    with locky_server(tmp_path, env=settings, workers=1) as server:
+        with socket.create_connection(("127.0.0.1", urlsplit(server.url).port), timeout=3) as sock:
+            sock.sendall(b"POST /v1/public/users/register HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n")
+            status, _, answer = read_answer(sock)
+    assert status == 413 and json.loads(answer)["title"] == "413 Content Too Large"
+
+
 def raw_request(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(data)
