@@ -285,8 +285,10 @@ def _beside_mysqlclient(tmp_path: Path, script: str, url: str):
     for name, text in MYSQLCLIENT_FILES.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
-    return subprocess.run([sys.executable, "-c", script, url], env=env, capture_output=True, text=True, timeout=120)
+    # Locky as installed (not the checkout: cwd is the stand-in's folder), beside the stand-in.
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    return subprocess.run([sys.executable, "-c", script, url], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
 
 
 @pytest.mark.backend
