@@ -4,10 +4,10 @@ answer in JSON, and an app that starts even while the database is away.
 - :class:`LockyWorker` is gunicorn's ``gthread`` worker: connections wait in a poller
   until their request (head and body) is complete (a new connection's first request and
   every next request on a kept-alive one), so slow and idle clients (slowloris,
-  keep-alive) hold nothing. With one thread (``LOCKY_THREADS=1``, the default) a complete request
-  is served right there on the poller's thread, with no hand-off between threads;
-  with more, complete requests run on that many threads, which share the process's
-  bounded database pool (``LOCKY_DATABASE_POOL_SIZE``). The errors gunicorn answers
+  keep-alive) hold nothing. With one thread (``LOCKY_THREADS=1``, the default) a
+  complete request is served right there on the poller's thread, with no hand-off
+  between threads; with more, complete requests run on that many threads, which share
+  the process's bounded database pool (``LOCKY_DATABASE_POOL_SIZE``). The errors gunicorn answers
   itself (a bad request line or header, 414, 431, a broken chunked body) are the
   contract's JSON bodies with the usual headers instead of gunicorn's HTML.
 - :class:`StartingApp` is the WSGI app a worker serves until ``create_app`` succeeds:
@@ -237,11 +237,11 @@ class DeadlineSocket:
         for (too large, malformed: gunicorn's parser or the app answers then)."""
         buffer = self._buffer
         if self._body_at is None:
-            self._body_at = self._empty_line(self._read)
-            if self._body_at < 0:
-                self._body_at = None
+            body_at = self._empty_line(self._read)
+            if body_at < 0:
                 return len(buffer) - self._read >= HEAD_LIMIT  # gunicorn answers 414 or 431
-            head = (self._read, self._body_at - 2)
+            self._body_at = body_at
+            head = (self._read, body_at - 2)
             if CHUNKED.search(buffer, *head):
                 self._chunk_at = self._body_at
             else:
@@ -268,10 +268,11 @@ class DeadlineSocket:
                 break
             if self._chunked_total + length > self.body_limit:
                 return True
-            if line_end + 2 + length + 2 > len(buffer):
+            next_at = line_end + 2 + length + 2  # the size line, the data, its CRLF
+            if next_at > len(buffer):
                 return False
             self._chunked_total += length
-            self._chunk_at = line_end + 2 + length + 2
+            self._chunk_at = next_at
         if self._empty_line(self._chunk_at) >= 0:
             return True
         return len(buffer) - self._chunk_at >= HEAD_LIMIT
@@ -284,7 +285,7 @@ class DeadlineSocket:
         return True
 
     def recv(self, size, *flags):
-        if self._read < len(self._buffer):
+        if self.pending:
             end = min(self._read + size, len(self._buffer))
             taken = bytes(self._buffer[self._read:end])
             self._read = end

@@ -225,23 +225,22 @@ HEALTH = b"GET /v1/public/health HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
 def read_answer(sock: socket.socket, buffered: bytearray | None = None) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers and body of the next answer on a kept-alive connection (``Content-Length``
+    """Status, headers and body of the next answer on a connection (``Content-Length``
     framed); bytes read past it stay in ``buffered`` for the next call."""
     data = buffered if buffered is not None else bytearray()
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, "the server closed the connection"
-        data += chunk
-    head, _, _ = bytes(data).partition(b"\r\n\r\n")
-    length = int(next(line.split(b":", 1)[1] for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length:")))
-    end = len(head) + 4 + length
-    while len(data) < end:
-        chunk = sock.recv(65536)
-        assert chunk, "the server closed the connection"
-        data += chunk
+
+    def read_until(done) -> None:
+        while not done():
+            chunk = sock.recv(65536)
+            assert chunk, "the server closed the connection"
+            data.extend(chunk)
+
+    read_until(lambda: b"\r\n\r\n" in data)
+    head = bytes(data).partition(b"\r\n\r\n")[0]
     lines = head.decode("latin-1").split("\r\n")
     headers = {name.lower(): value for name, value in (line.split(": ", 1) for line in lines[1:])}
+    end = len(head) + 4 + int(headers["content-length"])
+    read_until(lambda: len(data) >= end)
     status, body = int(lines[0].split()[1]), bytes(data[len(head) + 4:end])
     del data[:end]
     return status, headers, body
@@ -306,13 +305,7 @@ def test_a_body_announced_over_the_limit_is_refused_without_waiting_for_it(tmp_p
 def raw_request(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(data)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = dict(line.split(": ", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body
+        return read_answer(sock)
 
 
 @pytest.mark.parametrize("data, status", [
