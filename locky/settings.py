@@ -30,7 +30,9 @@ JWT_ALGORITHMS = ("ES256", "EdDSA", "RS256", "HS256", "HS384", "HS512")
 #: LOCKY_DATABASE_POOLER: none (straight to PostgreSQL), session (a session-pooling
 #: proxy) or transaction (PgBouncer's transaction pooling).
 POOLERS = ("none", "session", "transaction")
-AUTH_CACHES = ("off", "notify")
+#: LOCKY_AUTH_CACHE: auto (version on an SQLite file, else off), off, notify (PostgreSQL
+#: LISTEN/NOTIFY) or version (SQLite's data version).
+AUTH_CACHES = ("off", "notify", "version", "auto")
 ASYMMETRIC_ALGORITHMS = ("ES256", "EdDSA", "RS256")
 MIN_SECRET_BYTES = 32
 #: A secret with fewer different characters is a placeholder, not a random value.
@@ -106,9 +108,11 @@ class Settings:
     database_replica_urls: tuple[str, ...] = field(default=(), repr=False)
     database_replica_max_lag: int = 5
     # The caller's session and user and the policy revision, read on every request,
-    # served from each worker's memory: "off", or "notify" (PostgreSQL; kept honest by
-    # LISTEN/NOTIFY: a write returns once every worker has dropped what it replaces).
-    auth_cache: str = "off"
+    # served from each worker's memory: "off"; "notify" (PostgreSQL; kept honest by
+    # LISTEN/NOTIFY: a write returns once every worker has dropped what it replaces);
+    # "version" (an SQLite file: emptied whenever SQLite's data version moves, checked
+    # on every use); "auto": "version" on an SQLite file, else "off".
+    auth_cache: str = "auto"
     # Milliseconds a worker trusts its cache after it last proved itself caught up: the
     # longest a write waits for a worker that stopped answering.
     auth_cache_lease_ms: int = 1000
@@ -263,6 +267,9 @@ class Settings:
         if self.database_listen_url is not None and self.database_listen_url.split(":", 1)[0] not in postgres:
             raise SettingsError("LOCKY_DATABASE_LISTEN_URL must be a postgres:// URL (the primary, not through"
                                 " a transaction-pooling proxy)")
+        if self.auth_cache == "version" and self.sqlite_path is None:
+            raise SettingsError("LOCKY_AUTH_CACHE=version needs an SQLite file as LOCKY_DATABASE_URL (it checks"
+                                " SQLite's data version); on PostgreSQL use notify")
         if self.auth_cache != "notify":
             return
         if scheme not in postgres:
@@ -272,6 +279,13 @@ class Settings:
             raise SettingsError("LOCKY_AUTH_CACHE=notify behind LOCKY_DATABASE_POOLER=transaction needs"
                                 " LOCKY_DATABASE_LISTEN_URL: a direct connection to the primary (LISTEN does"
                                 " not pass transaction pooling)")
+
+    @property
+    def auth_cache_mode(self) -> str:
+        """``LOCKY_AUTH_CACHE`` with ``auto`` resolved: off, notify or version."""
+        if self.auth_cache != "auto":
+            return self.auth_cache
+        return "version" if self.sqlite_path is not None else "off"
 
     @property
     def sqlite_path(self) -> Path | None:

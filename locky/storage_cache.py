@@ -11,8 +11,11 @@ announcement reaches it. The database stays the only record: announcements name 
 changed, never its new value. Other reads and all writes go to the wrapped storage
 unchanged; the storage contract suite passes on the wrapper.
 
-Two buses ship with Locky, each with its own guarantee (see its module):
+Three buses ship with Locky, each with its own guarantee (see its module):
 
+- SQLite's data version (:mod:`locky_pony.data_version`, ``LOCKY_AUTH_CACHE=version``,
+  the default on an SQLite file): checked before every use, it empties the cache after
+  any commit of any process on the file: nothing stale is ever served;
 - PostgreSQL ``LISTEN/NOTIFY`` (:mod:`locky_pony.notify`, ``LOCKY_AUTH_CACHE=notify``):
   a write returns only once every host has dropped what it replaces, or could no
   longer serve it: revocation stays *at once*;
@@ -51,7 +54,8 @@ class ChangeBus(Protocol):
         own included), ``on_reset()`` whenever announcements may have been missed."""
 
     def fresh(self) -> bool:
-        """Whether cached values may be served now (the bus is caught up)."""
+        """Whether cached values may be served now (the bus is caught up). It may call
+        ``on_reset`` first; it is never called with the cache's lock held."""
 
     def changing(self, what: str, drop_here: Callable[[str], None]) -> AbstractContextManager:
         """Around one write of the wrapped storage: announce ``what`` as changed, call
@@ -118,6 +122,19 @@ class Cache:
         self.misses += 1
         return MISSING
 
+    def get_pair(self, first: Hashable, second: Hashable) -> tuple[Any, Any]:
+        """Two cached values (or :data:`MISSING`) for one freshness check."""
+        if self.fresh():
+            now = time.monotonic()
+            with self._lock:
+                one, two = self._entries.get(first), self._entries.get(second)
+            if (one is not None and two is not None and now - one[1] < self.max_age
+                    and now - two[1] < self.max_age):
+                self.hits += 2
+                return one[0], two[0]
+        self.misses += 1
+        return MISSING, MISSING
+
     def token(self) -> int:
         """Take before reading storage; give to :meth:`put` with the result."""
         return self._generation
@@ -125,8 +142,10 @@ class Cache:
     def put(self, key: Hashable, value: Any, token: int, tags: tuple[str, ...] = ()) -> None:
         """Keep ``value`` unless something was invalidated since ``token`` was taken:
         a read that started before an invalidation must not store what it replaced."""
+        if not self.fresh():  # first: a bus may empty the cache while it checks
+            return
         with self._lock:
-            if token != self._generation or not self.fresh():
+            if token != self._generation:
                 return
             if len(self._entries) >= self.max_entries:
                 self._entries.clear()
@@ -244,8 +263,8 @@ class _Sessions(_Through):
             return None
         cache = self._owner.cache
         key = SESSION + uuid
-        identity, revision = cache.get(key), cache.get(REVISION)
-        if identity is not MISSING and revision is not MISSING:
+        identity, revision = cache.get_pair(key, REVISION)
+        if identity is not MISSING:
             return Authenticated(session=identity[0], user=identity[1], policy_revision=revision)
         token = cache.token()
         found = self._inner.authenticate(uuid)
@@ -266,12 +285,13 @@ class CachingStorage:
 
     ``max_age`` bounds how long an entry is kept at all: what changes the database
     without going through a wrapper (a hand-written ``UPDATE``) is seen after it.
+    ``max_entries`` bounds the memory it takes: a full cache is emptied.
     """
 
-    def __init__(self, inner, bus: ChangeBus, *, max_age: float = 10.0):
+    def __init__(self, inner, bus: ChangeBus, *, max_age: float = 10.0, max_entries: int = 100_000):
         self.inner = inner
         self.bus = bus
-        self.cache = Cache(max_age, bus.fresh)
+        self.cache = Cache(max_age, bus.fresh, max_entries)
         self.users = _Users(inner.users, self)
         self.groups = inner.groups
         self.members = inner.members

@@ -20,21 +20,18 @@ import functools
 import time
 from urllib.parse import urlsplit
 
+import auth_cache_scenarios as scenarios
 import pytest
-from authz_helpers import auditor_in_finance
+from auth_cache_scenarios import me
 from proxy import TcpProxy
 
 from locky.settings import SettingsError
-from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient, make_settings
-from locky.testing.server import locky_server, one_service
+from locky.testing import LockyClient, make_settings
+from locky.testing.pgbouncer import pgbouncer
 from locky.testing.storage_contract import StorageContract
 from locky_pony import open_storage
-from locky.testing.pgbouncer import pgbouncer
 
 pytestmark = pytest.mark.backend
-
-ROUNDS = 20
-
 
 def notify_settings(url: str, **more):
     return make_settings(url, auth_cache="notify", **more)
@@ -42,10 +39,6 @@ def notify_settings(url: str, **more):
 
 def caught_up(app) -> None:
     assert app.context.storage.bus.wait_fresh(5), "the listener did not come up"
-
-
-def me(client, account) -> int:
-    return client.simulate_get("/v1/internal/users/me", headers=account.headers).status_code
 
 
 class TestContract(StorageContract):
@@ -80,90 +73,15 @@ def hosts(locky_app_factory, postgres_database):
 
 
 def test_reads_come_from_memory_and_a_logout_holds_at_once(hosts):
-    a, b = hosts
-    cache = b.app.context.storage.cache
-    for round in range(ROUNDS):
-        ada = a.account(f"ada{round}@example.com")
-        hits = cache.hits
-        assert me(b, ada) == 200 and me(b, ada) == 200 and me(b, ada) == 200
-        assert cache.hits - hits >= 4  # the session and the revision, twice: no database read
-        assert a.simulate_post("/v1/private/users/logout", headers=ada.headers).status_code == 204
-        assert me(b, ada) == 401, f"round {round}: B served a session A had ended"
+    scenarios.reads_come_from_memory_and_a_logout_holds_at_once(*hosts)
 
 
 def test_user_records_come_from_memory_and_changes_are_seen_at_once(hosts):
-    a, b = hosts
-    admin, ada = a.account(ADMIN_EMAIL, verified=True), a.account("ada@example.com")
-    bob = a.account("bob@example.com")
-    cache = b.app.context.storage.cache
-
-    def on_b(account=admin):
-        answer = b.simulate_get(f"/v1/internal/users/{ada.id}", headers=account.headers)
-        return answer.status_code, answer.json
-
-    assert on_b()[0] == 200
-    hits = cache.hits
-    assert on_b()[0] == 200
-    assert cache.hits - hits >= 3  # the session, the revision and the record
-    for round in range(5):
-        name = f"Ada {round}"
-        assert a.simulate_put(f"/v1/private/users/{ada.id}", headers=admin.headers,
-                              json={"name": name}).status_code == 200
-        assert on_b()[1]["name"] == name, f"round {round}"
-        assert on_b(bob)[1]["name"] == name
-    assert a.simulate_put(f"/v1/private/users/{ada.id}", headers=admin.headers,
-                          json={"disabled": True}).status_code == 200
-    assert on_b()[1]["disabled"] is True
-    assert me(b, ada) == 401  # a disabled user's session ends with it
-    # A change to one user leaves what is cached for the others.
-    assert me(b, bob) == 200
-    hits = cache.hits
-    assert me(b, bob) == 200 and cache.hits - hits >= 2
-    assert a.simulate_delete(f"/v1/private/users/{ada.id}", headers=admin.headers).status_code == 204
-    assert on_b()[0] == 404
+    scenarios.user_records_come_from_memory_and_changes_are_seen_at_once(*hosts)
 
 
 def test_deletions_and_authorization_changes_hold_at_once(hosts):
-    a, b = hosts
-    admin, ada, bob = (a.account(ADMIN_EMAIL, verified=True), a.account("ada@example.com"),
-                       a.account("bob@example.com"))
-    role = a.simulate_post("/v1/private/roles", headers=admin.headers, json={
-        "name": "auditor", "permissions": [{"resource": "reports", "action": "read"}]}).json
-    group = a.simulate_post("/v1/private/groups", json={"name": "finance"}, headers=ada.headers).json
-    query = {"user_uuid": bob.uuid, "resource": "reports", "action": "read", "group_uuid": group["uuid"]}
-
-    def allowed() -> bool:
-        result = b.simulate_get("/v1/internal/authz/check", headers=ada.headers, params=query)
-        assert result.status_code == 200, result.text
-        return result.json["allowed"]
-
-    for round in range(5):
-        member = a.simulate_post("/v1/private/members", headers=ada.headers,
-                                 json={"group_uuid": group["uuid"], "user_uuid": bob.uuid, "role": "auditor"})
-        assert member.status_code == 201, member.text
-        assert allowed() and allowed(), f"round {round}: a new membership"
-        assert a.simulate_put(f"/v1/private/roles/{role['id']}", headers=admin.headers,
-                              json={"permissions": []}).status_code == 200
-        assert not allowed(), f"round {round}: a role emptied"
-        assert a.simulate_put(f"/v1/private/roles/{role['id']}", headers=admin.headers, json={
-            "permissions": [{"resource": "reports", "action": "read"}]}).status_code == 200
-        assert allowed(), f"round {round}: a role filled again"
-        assert a.simulate_delete(f"/v1/private/members/{member.json['id']}",
-                                 headers=ada.headers).status_code == 204
-        assert not allowed(), f"round {round}: a membership ended"
-
-    # A global grant, as `locky grant-admin` makes it through the storage.
-    admin_only = {"user_uuid": bob.uuid, "resource": "users", "action": "list"}
-    check = functools.partial(b.simulate_get, "/v1/internal/authz/check", headers=ada.headers, params=admin_only)
-    assert check().json["allowed"] is False and check().json["allowed"] is False
-    a.app.context.storage.grants.grant(bob.uuid, "admin")
-    assert check().json["allowed"] is True
-
-    # A deleted user's session.
-    carl = a.account("carl@example.com")
-    assert me(b, carl) == 200 and me(b, carl) == 200
-    assert a.simulate_delete(f"/v1/private/users/{carl.id}", headers=carl.headers).status_code == 204
-    assert me(b, carl) == 401
+    scenarios.deletions_and_authorization_changes_hold_at_once(*hosts)
 
 
 def test_a_listener_that_stops_applying_holds_a_write_one_lease_at_most(hosts):
@@ -248,45 +166,4 @@ def test_two_hosts_behind_pgbouncer_in_transaction_mode(locky_app_factory, postg
 def test_two_servers_hold_revocation_at_once(postgres_database, tmp_path):
     """Two ``locky serve`` processes (two workers each) on one PostgreSQL database."""
     postgres_database.wipe()
-    env = one_service(postgres_database.url, tmp_path, LOCKY_AUTH_CACHE="notify", LOCKY_JWT_SECRET=TEST_SECRET,
-                      LOCKY_ADMIN_EMAILS=ADMIN_EMAIL, LOCKY_BCRYPT_ROUNDS="4", LOCKY_LOGIN_MAX_FAILURES_PER_IP="1000")
-    with locky_server(tmp_path / "a", env=env) as a, locky_server(tmp_path / "b", env=env) as b:
-        def login(email: str) -> dict[str, str]:
-            return a.sign_up(email, PASSWORD, verify=email == ADMIN_EMAIL)
-
-        def on_b(headers) -> list[int]:
-            return [b.request("GET", "/v1/internal/users/me", headers=headers)[0] for _ in range(4)]
-
-        stale = 0
-        for round in range(10):
-            ada = login(f"ada{round}@example.com")
-            assert on_b(ada) == [200] * 4  # both of B's workers have it cached
-            assert a.request("POST", "/v1/private/users/logout", headers=ada)[0] == 204
-            stale += on_b(ada).count(200)
-        assert stale == 0
-
-        admin, bob = login(ADMIN_EMAIL), login("bob@example.com")
-        bob_uuid = a.request("GET", "/v1/internal/users/me", headers=bob)[2]["uuid"]
-        role, query = auditor_in_finance(a, admin, bob_uuid)
-
-        def allowed() -> list[bool]:
-            answers = []
-            for _ in range(4):
-                status, _, body = b.request("GET", f"/v1/internal/authz/check?{query}", headers=bob)
-                assert status == 200, body
-                answers.append(body["allowed"])
-            return answers
-
-        for _ in range(5):
-            assert allowed() == [True] * 4
-            assert a.request("PUT", f"/v1/private/roles/{role['id']}", {"permissions": []}, admin)[0] == 200
-            assert allowed() == [False] * 4
-            assert a.request("PUT", f"/v1/private/roles/{role['id']}", {
-                "permissions": [{"resource": "reports", "action": "read"}]}, admin)[0] == 200
-
-        carl = login("carl@example.com")
-        carl_id = a.request("GET", "/v1/internal/users/me", headers=carl)[2]["id"]
-        assert on_b(carl) == [200] * 4
-        assert a.request("DELETE", f"/v1/private/users/{carl_id}", headers=carl)[0] == 204
-        assert on_b(carl) == [401] * 4
-    assert "Traceback" not in a.log() + b.log()
+    scenarios.two_servers_hold_revocation_at_once(postgres_database.url, "notify", tmp_path)

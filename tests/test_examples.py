@@ -119,8 +119,8 @@ class TestMemoryStorageApp:
         assert Settings().storage == "pony"  # the default is still the bundled storage
         # (this class's locky_settings choose "memory"; the factory builds on them)
         assert type(locky_app_factory().context.storage).__name__ == "MemoryStorage"
-        app = locky_app_factory(storage="pony")
-        assert type(app.context.storage).__name__ == "PonyStorage"
+        storage = locky_app_factory(storage="pony").context.storage  # on an SQLite file: in its auth cache
+        assert type(storage).__name__ == "CachingStorage" and type(storage.inner).__name__ == "PonyStorage"
 
 
 def test_memory_storage_own_tests_pass_outside_the_repository(tmp_path):

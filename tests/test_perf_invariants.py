@@ -71,7 +71,7 @@ def entity_get(storage, kind: str, id: int):
 
 
 def is_pony(storage) -> bool:
-    return type(storage).__module__.startswith("locky_pony")
+    return type(getattr(storage, "inner", storage)).__module__.startswith("locky_pony")  # cached or not
 
 
 def test_plain_sql_reads_match_the_entity_layer(populated):

@@ -11,8 +11,8 @@ Registered as the storage provider ``pony``; the engine is chosen by
 - :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes),
   :mod:`.sessions` (login sessions, the login throttle, grants) and :mod:`.lifecycle`
   (single-use codes, the mail outbox, TOTP);
-- :mod:`.pool` and :mod:`.replicas`: where statements run; :mod:`.notify`: the change
-  bus of ``LOCKY_AUTH_CACHE=notify``.
+- :mod:`.pool` and :mod:`.replicas`: where statements run; :mod:`.notify` and
+  :mod:`.data_version`: the change buses of ``LOCKY_AUTH_CACHE`` (PostgreSQL, SQLite).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from locky.errors import Conflict, LockyError
 from locky.plugins import hookimpl
 from locky.storage_cache import CachingStorage
 
-from . import schema
+from . import data_version, schema
 from .audit import AuditStore, DeliveryStore, WebhookStore
 from .database import bind_arguments, open_database
 from .deadline import WATCHDOG
@@ -140,12 +140,18 @@ def _replicas(settings) -> Replicas | None:
 
 
 def open_storage(settings):
-    """The ``pony`` storage of ``settings``: with ``LOCKY_AUTH_CACHE=notify``, inside the
-    cache of :mod:`locky.storage_cache`, kept honest by :mod:`.notify`."""
+    """The ``pony`` storage of ``settings``: with an auth cache (``LOCKY_AUTH_CACHE``),
+    inside the cache of :mod:`locky.storage_cache`, kept honest by :mod:`.notify`
+    (PostgreSQL) or :mod:`.data_version` (an SQLite file)."""
     storage = PonyStorage(settings)
-    if settings.auth_cache != "notify":
+    mode = settings.auth_cache_mode
+    if mode == "off":
         return storage
     try:
+        if mode == "version":
+            # The default on SQLite, so a bound that keeps a worker well within its memory
+            # (an entry takes about 1.4 KB: 14 MB at most); every commit empties it anyway.
+            return CachingStorage(storage, data_version.open_bus(settings), max_entries=10_000)
         bind = bind_arguments(settings, settings.database_listen_url, name="LOCKY_DATABASE_LISTEN_URL")
         return CachingStorage(storage, open_bus(storage.db, settings, bind))
     except BaseException:

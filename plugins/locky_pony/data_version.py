@@ -1,0 +1,135 @@
+"""SQLite's ``PRAGMA data_version`` as the change bus of the storage cache
+(``LOCKY_AUTH_CACHE=version``, the default on an SQLite file): each worker serves the
+caller's session, its user and the policy revision from memory, and a change committed
+by any process on the same file is seen by the very next request.
+
+``PRAGMA data_version`` answers, on one connection, a number that changes whenever
+another connection (of this process or any other) has committed to the database since
+the connection last asked. SQLite reads it from the WAL index in shared memory: a few
+microseconds, against the two statements (session with user and revision; the record)
+an item read would otherwise run.
+
+Why a cached value is never served after a write that replaced it was answered:
+
+- *Checked on every use.* :meth:`DataVersionBus.fresh` asks before every cache read and
+  before every store into the cache. When the number moved, the whole cache is emptied
+  first: every commit empties it, whatever it changed. A write is answered only after
+  its commit, so any request that starts after the answer sees the new number.
+- *Nothing read before a commit is kept after it.* A value read from storage is stored
+  only if no emptying happened since the read began (:meth:`locky.storage_cache.Cache.put`
+  checks freshness, then the generation taken before the read).
+- *Nothing uncommitted is kept.* Inside a Pony session (an ``atomic`` block, or a
+  caller's ``db_session``) the cache is not used: reads there see the session's own
+  uncommitted writes, which a rollback would leave in memory.
+- *Numbers of different connections do not compare.* Each thread asks on a connection
+  of its own and keeps the number it saw; a new connection (first use, after a failure,
+  or after ``fork``) empties the cache before it is trusted. A check that fails reads
+  through: slower, never stale.
+
+Writes made by hand in SQL are seen at once too: they are commits like any other.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+from contextlib import contextmanager
+from typing import Callable
+
+from pony.orm import core
+
+log = logging.getLogger("locky.storage")
+
+
+class DataVersionBus:
+    """The change bus of :mod:`locky.storage_cache` over SQLite's ``PRAGMA data_version``."""
+
+    def __init__(self, path: str, timeout: float):
+        self.path = path
+        self.timeout = timeout
+        self._local = threading.local()
+        self._reset: Callable[[], None] = lambda: None
+        self._lock = threading.Lock()
+        self._connections: list[tuple[sqlite3.Connection, int]] = []  # every thread's, to close
+
+    def start(self, on_change: Callable[[str], None], on_reset: Callable[[], None]) -> None:
+        # Every commit is news here, whatever it changed: there is nothing to listen to.
+        self._reset = on_reset
+
+    def fresh(self) -> bool:
+        if core.local.db_session is not None:
+            return False  # inside a transaction: its reads may see its own uncommitted writes
+        local = self._local
+        cursor = getattr(local, "cursor", None)
+        try:
+            if cursor is None or local.pid != os.getpid():
+                cursor = self._open(local)
+            version = cursor.execute("PRAGMA data_version").fetchone()[0]
+        except Exception as exc:
+            self._drop(local, exc)
+            return False
+        if version != local.version:
+            local.version = version
+            self._reset()
+        return True
+
+    def _open(self, local):
+        # Never close a connection inherited through fork: it is the parent's.
+        local.cursor = None
+        connection = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                                     check_same_thread=False)
+        local.connection, local.pid = connection, os.getpid()
+        with self._lock:
+            self._connections.append((connection, local.pid))
+        local.cursor = connection.cursor()
+        # A number of a new connection compares with nothing seen before it.
+        local.version = connection.execute("PRAGMA data_version").fetchone()[0]
+        self._reset()
+        if getattr(local, "failing", False):
+            local.failing = False
+            log.info("auth cache: the SQLite data version answers again; serving from memory")
+        return local.cursor
+
+    def _drop(self, local, exc: Exception) -> None:
+        if not getattr(local, "failing", False):  # once per failure, not once per request
+            local.failing = True
+            log.warning("auth cache: cannot read the SQLite data version (%s); reading through",
+                        type(exc).__name__)
+        connection = getattr(local, "connection", None)
+        local.cursor = local.connection = None
+        if connection is not None and getattr(local, "pid", None) == os.getpid():
+            with self._lock:
+                self._connections = [(c, pid) for c, pid in self._connections if c is not connection]
+            _close_quietly(connection)
+
+    @contextmanager
+    def changing(self, what: str, drop_here: Callable[[str], None]):
+        # The write's commit moves the number every connection reads: the next check
+        # empties the cache of every process, this one included.
+        yield
+
+    @contextmanager
+    def batch(self, drop_here: Callable[[str], None]):
+        yield
+
+    def close(self) -> None:
+        self._local = threading.local()
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection, pid in connections:
+            if pid == os.getpid():
+                _close_quietly(connection)
+
+
+def _close_quietly(connection) -> None:
+    try:
+        connection.close()
+    except Exception:
+        pass
+
+
+def open_bus(settings) -> DataVersionBus:
+    """The bus of a storage on the SQLite file of ``settings``."""
+    return DataVersionBus(str(settings.sqlite_path), settings.db_timeout)
