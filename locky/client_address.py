@@ -76,7 +76,7 @@ class ClientAddresses:
         is not an address (a Unix socket)."""
         peer_address = parse_address(peer)
         if not self.is_trusted(peer_address) or not forwarded_for:
-            return str(peer_address) if peer_address is not None else ""
+            return peer_text(peer)
         client = peer_address
         for entry in reversed(forwarded_for.split(",")):
             hop = parse_address(entry)
@@ -90,7 +90,17 @@ class ClientAddresses:
 
     def of(self, req) -> str:
         """The client address of the Falcon request ``req``."""
+        if not self.trusted:  # no proxy is trusted: the peer, whatever the header says
+            return peer_text(req.remote_addr)
         return self.resolve(req.remote_addr, req.get_header("X-Forwarded-For"))
+
+
+@functools.lru_cache(maxsize=4096)
+def peer_text(peer: str | None) -> str:
+    """The client address of a peer when no proxy is trusted, as :meth:`ClientAddresses.resolve`
+    gives it; remembered, like :func:`parse_address`, for the last 4,096 peers."""
+    address = parse_address(peer)
+    return str(address) if address is not None else ""
 
 
 def client_key(address: str) -> str:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
-import uuid
 from typing import Iterable
 
 import falcon
@@ -28,6 +28,16 @@ SECURITY_HEADERS = {
 access_log = logging.getLogger("locky.access")
 
 
+def new_request_id() -> str:
+    """A fresh UUID4 in its canonical text, as ``str(uuid.uuid4())`` gives it in half
+    the time (every request without an ``X-Request-ID`` of its own takes one)."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # the RFC 4122 variant
+    text = raw.hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
 class RequestContext:
     """Gives every request an id and its client address (the ``LOCKY_TRUSTED_PROXIES``
     rule, :mod:`locky.client_address`), makes both the audit trail's origin for the
@@ -46,7 +56,7 @@ class RequestContext:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.perf_counter()
         given = req.get_header("X-Request-ID")
-        req.context.request_id = given if given and REQUEST_ID.fullmatch(given) else str(uuid.uuid4())
+        req.context.request_id = given if given and REQUEST_ID.fullmatch(given) else new_request_id()
         req.context.identity = None
         req.context.client_address = self.client_addresses.of(req)
         req.context.origin = audit.Origin(ip=req.context.client_address, request_id=req.context.request_id)

@@ -7,7 +7,9 @@ UTC timestamps ending in ``Z``, lowercase UUID4s, positive integer ids)."""
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import uuid
 
@@ -98,6 +100,21 @@ def test_without_a_request_id_each_response_gets_its_own(locky_client):
     assert_fresh_request_id(first)
     assert_fresh_request_id(second)
     assert first.headers["x-request-id"] != second.headers["x-request-id"]
+
+
+def test_fresh_request_ids_are_canonical_random_uuid4s():
+    from locky.middleware import new_request_id
+
+    drawn = [new_request_id() for _ in range(2000)]
+    assert len(set(drawn)) == len(drawn)
+    for given in drawn:
+        parsed = uuid.UUID(given)
+        assert UUID4.match(given) and str(parsed) == given
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+    # Every one of the 122 random bits takes both values.
+    random_bits = [uuid.UUID(given).int & ~(0xF << 76) & ~(0x3 << 62) for given in drawn]
+    assert functools.reduce(operator.or_, random_bits) == ~(0xF << 76) & ~(0x3 << 62) & (2**128 - 1)
+    assert functools.reduce(operator.and_, random_bits) == 0
 
 
 @pytest.mark.parametrize(
