@@ -137,6 +137,30 @@ def load_query(schema: Schema, req: falcon.Request) -> dict[str, Any]:
     return load(schema, params)
 
 
+class QueryLoader:
+    """:func:`load_query` for one schema, remembering what the last query strings (up to
+    ``size`` of at most ``longest`` characters) loaded to: a list or a check asked with the
+    same query again and again (a poller, a gateway) skips marshmallow. Only loads that
+    succeeded are kept; each call gets a copy of its own."""
+
+    def __init__(self, schema: Schema, size: int = 1024, longest: int = 512):
+        self.schema = schema
+        self.size = size
+        self.longest = longest
+        self._loaded: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, req: falcon.Request) -> dict[str, Any]:
+        text = req.query_string
+        found = self._loaded.get(text)
+        if found is None:
+            found = load_query(self.schema, req)
+            if len(text) <= self.longest:
+                if len(self._loaded) >= self.size:
+                    self._loaded.clear()
+                self._loaded[text] = found
+        return dict(found)
+
+
 FORM = "application/x-www-form-urlencoded"
 
 

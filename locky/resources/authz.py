@@ -13,7 +13,7 @@ from typing import Any
 from marshmallow import ValidationError
 
 from locky.errors import Invalid, NotSupported
-from locky.media import first_message, load_query, read_json
+from locky.media import QueryLoader, first_message, load_query, read_json
 from locky.paging import every
 from locky.records import Identity, User
 from locky.routes import Operation, Route
@@ -62,10 +62,11 @@ class AuthzCheck:
     def __init__(self, context):
         self.context = context
         self.decisions = Decisions(context)
+        self.load_query = QueryLoader(AuthzQuerySchema())
 
     def on_get(self, req, resp):
         self.context.require(req.context.identity, "authz", "read")
-        query = load_query(AuthzQuerySchema(), req)
+        query = self.load_query(req)
         user = self.decisions.user(query["user_uuid"], {})
         group_uuid = query.get("group_uuid")
         allowed = self.decisions.allowed(user, query["resource"], query["action"], group_uuid)

@@ -9,7 +9,7 @@ from marshmallow import Schema
 
 from locky.dump import dumper, plain_fields
 from locky.errors import NotFound
-from locky.media import load_query
+from locky.media import QueryLoader
 from locky.providers import DocumentPages
 from locky.routes import ID_PARAMETER, Operation, Route
 
@@ -37,13 +37,14 @@ class RecordReads:
         self.kind = kind
         self.store = getattr(context.storage, kind.name)
         self.dump = dumper(kind.schema)  # same output as kind.schema.dump, compiled
+        self.load_query = QueryLoader(kind.filters)
         # The fields a store that shapes its rows for JSON itself (DocumentPages) lists
         # without records; None when the store cannot or the schema is not plain.
         self.document_fields = plain_fields(kind.schema) if isinstance(self.store, DocumentPages) else None
 
     def _query(self, req) -> dict:
         self.context.require(req.context.identity, self.kind.name, "read")
-        return load_query(self.kind.filters, req)
+        return self.load_query(req)
 
     def on_get(self, req, resp) -> None:
         query = self._query(req)
