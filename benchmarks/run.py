@@ -334,7 +334,9 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
                 load.run("warm-up", u, script, seconds=2)
             runs: dict[str, list[load.Result]] = {name: [] for name, _, _ in scenarios}
             for round_ in range(rounds):  # interleaved: hello and Locky measured side by side
-                for name, u, script in scenarios:
+                # Every other round in the reverse order: no scenario always runs first
+                # (on a machine still settling) or last.
+                for name, u, script in scenarios if round_ % 2 == 0 else scenarios[::-1]:
                     runs[name].append(load.run(name, u, script, seconds=seconds))
                 log(f"  round {round_ + 1}/{rounds} req/s: " + " | ".join(
                     f"{name.split(' (')[0]} {r[-1].rps:.0f}" for name, r in runs.items()))
