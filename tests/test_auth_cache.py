@@ -72,16 +72,9 @@ def hosts(locky_app_factory, postgres_database):
     return LockyClient(first), LockyClient(second)
 
 
-def test_reads_come_from_memory_and_a_logout_holds_at_once(hosts):
-    scenarios.reads_come_from_memory_and_a_logout_holds_at_once(*hosts)
-
-
-def test_user_records_come_from_memory_and_changes_are_seen_at_once(hosts):
-    scenarios.user_records_come_from_memory_and_changes_are_seen_at_once(*hosts)
-
-
-def test_deletions_and_authorization_changes_hold_at_once(hosts):
-    scenarios.deletions_and_authorization_changes_hold_at_once(*hosts)
+@pytest.mark.parametrize("scenario", scenarios.TWO_APPS, ids=lambda scenario: scenario.__name__)
+def test_two_apps(hosts, scenario):
+    scenario(*hosts)
 
 
 def test_a_listener_that_stops_applying_holds_a_write_one_lease_at_most(hosts):
