@@ -115,10 +115,10 @@ class Cache:
         """The cached value or :data:`MISSING`."""
         if self.fresh():
             with self._lock:
-                entry = self._entries.get(key)
-                if entry is not None and time.monotonic() - entry[1] < self.max_age:
+                value = self._live(key, time.monotonic())
+                if value is not MISSING:
                     self.hits += 1
-                    return entry[0]
+                    return value
         self.misses += 1
         return MISSING
 
@@ -127,13 +127,18 @@ class Cache:
         if self.fresh():
             now = time.monotonic()
             with self._lock:
-                one, two = self._entries.get(first), self._entries.get(second)
-            if (one is not None and two is not None and now - one[1] < self.max_age
-                    and now - two[1] < self.max_age):
-                self.hits += 2
-                return one[0], two[0]
+                one, two = self._live(first, now), self._live(second, now)
+                if one is not MISSING and two is not MISSING:
+                    self.hits += 2
+                    return one, two
         self.misses += 1
         return MISSING, MISSING
+
+    def _live(self, key: Hashable, now: float) -> Any:
+        """The value of ``key`` while younger than ``max_age``, else :data:`MISSING` (the
+        lock held)."""
+        entry = self._entries.get(key)
+        return entry[0] if entry is not None and now - entry[1] < self.max_age else MISSING
 
     def token(self) -> int:
         """Take before reading storage; give to :meth:`put` with the result."""

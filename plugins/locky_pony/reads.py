@@ -169,8 +169,9 @@ TIMESTAMP_SQL = {
     "PostgreSQL": """to_char({0}, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')""",
     "MySQL": "CONCAT(REPLACE(CAST({0} AS CHAR), ' ', 'T'), 'Z')",
 }
-#: The same on SQLite, in Python: Pony keeps the text of ``isoformat(" ")`` there (no
-#: fraction when it is zero); ``{0}`` is the value. The same in SQL (``CASE length(...)``,
+#: The same on SQLite, in Python: Pony keeps the text "YYYY-MM-DD HH:MM:SS.ffffff"
+#: there, and a row written another way may hold a whole second without the fraction
+#: (19 characters); ``{0}`` is the value. The same in SQL (``CASE length(...)``,
 #: ``replace`` and ``||``) made the statement for a page of 50 users cost ~96 µs with its
 #: dicts, against ~77 µs here: SQLite runs each of those calls in its VM.
 TIMESTAMP_PYTHON = ("(None if {0} is None else {0}.replace(' ', 'T')"
