@@ -19,6 +19,12 @@ A read is one SELECT (written by :mod:`.reads`). It runs:
 
 Nothing else session-level is ever set on a connection (no other ``SET``, no read-only
 session).
+
+On MySQL/MariaDB a statement that selects a record's columns selects them packed into
+one ``JSON_ARRAY`` instead (:meth:`Reader.statement` with ``packed``; the rows come back
+as lists). PyMySQL reads every column's description and every value in Python, ~4 µs a
+column of a row; one JSON text per row, decoded by orjson, costs about a tenth of that
+for a record of 12 columns (docs/benchmarks.md).
 Straight to PostgreSQL (``LOCKY_DATABASE_POOLER=none``, the default, or ``session``) each pooled
 connection prepares a statement on the server the first time it runs it (SQL
 ``PREPARE``/``EXECUTE``: parsed and planned once per connection, ~20 % more reads per
@@ -41,6 +47,7 @@ import time
 import weakref
 from typing import NamedTuple
 
+import orjson
 from pony.orm import core
 
 from .deadline import WATCHDOG
@@ -67,6 +74,9 @@ class Statement(NamedTuple):
     name: str = ""
     prepare: str = ""
     execute: str = ""
+    #: The select list is one ``JSON_ARRAY`` of the columns (MySQL/MariaDB): each row
+    #: is decoded into the list of their values.
+    packed: bool = False
 
 
 class Reader:
@@ -87,26 +97,43 @@ class Reader:
             self.connect_args = {"database": bind["filename"], "timeout": bind.get("timeout", 5)}
         #: Whether PostgreSQL reads use server-side prepared statements.
         self.prepare = prepare and self.direct == "postgres"
+        #: Whether statements selecting many columns select them as one JSON array.
+        self.packs_rows = self.dialect == "MySQL"
         #: The statement names prepared on each pooled connection.
         self._prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.local = threading.local()
         self._in_transaction = transaction(self._pony_select)
 
-    def statement(self, sql: str) -> Statement:
-        """``sql``, written with ``{}`` for each positional parameter, in every form."""
+    def select_list(self, columns: str) -> str:
+        """A statement's select list of ``columns`` (SQL, comma-separated), packed when
+        this reader packs rows; the statement is then made with ``packed=True``."""
+        return f"JSON_ARRAY({columns})" if self.packs_rows else columns
+
+    def statement(self, sql: str, *, packed: bool = False) -> Statement:
+        """``sql``, written with ``{}`` for each positional parameter, in every form;
+        ``packed`` when its select list came from :meth:`select_list`."""
+        packed = packed and self.packs_rows
         count = sql.count("{}")
         placeholder = "?" if self.direct == "sqlite" else "%s"
         pony, direct = sql.format(*[f"$p{i}" for i in range(count)]), sql.format(*[placeholder] * count)
         if not self.prepare:
-            return Statement(pony, direct)
+            return Statement(pony, direct, packed=packed)
         text = sql.format(*[f"${i + 1}" for i in range(count)])
         name = "locky_" + hashlib.sha256(text.encode()).hexdigest()[:24]
         execute = f"EXECUTE {name}" + (f" ({', '.join(['%s'] * count)})" if count else "")
-        return Statement(pony, direct, name, f"PREPARE {name} AS {text}", execute)
+        return Statement(pony, direct, name, f"PREPARE {name} AS {text}", execute, packed)
 
-    def select(self, statement: Statement, params: tuple, *, stale_ok: bool = False) -> list[tuple]:
-        """The rows of ``statement``; with ``stale_ok`` (and outside a transaction) from a
-        read replica when one is configured and close enough (:mod:`.replicas`)."""
+    def select(self, statement: Statement, params: tuple, *, stale_ok: bool = False) -> list:
+        """The rows of ``statement`` (tuples; lists when it is packed); with ``stale_ok``
+        (and outside a transaction) from a read replica when one is configured and close
+        enough (:mod:`.replicas`)."""
+        rows = self._select(statement, params, stale_ok)
+        if statement.packed:
+            loads = orjson.loads
+            return [loads(row[0]) for row in rows]
+        return rows
+
+    def _select(self, statement: Statement, params: tuple, stale_ok: bool) -> list[tuple]:
         if core.local.db_session is not None or self.direct is None:
             return self._in_transaction(statement.pony, params)
         if stale_ok and self.replicas is not None:

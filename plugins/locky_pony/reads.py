@@ -19,6 +19,8 @@ import json
 from datetime import datetime
 from typing import Any, Callable
 
+from pony.orm import Json
+
 from locky.records import Authenticated, Page, Permission, Session, User
 
 from .reader import Reader, Statement
@@ -35,10 +37,12 @@ def is_id(value: Any) -> bool:
 def _datetime(value):
     if value is None or isinstance(value, datetime):
         return value
-    return datetime.fromisoformat(value)  # SQLite: Pony's "YYYY-MM-DD HH:MM:SS[.ffffff]"
+    # SQLite: Pony's "YYYY-MM-DD HH:MM:SS[.ffffff]"; MySQL/MariaDB packed rows: the same.
+    return datetime.fromisoformat(value)
 
 
 def _permissions(value) -> tuple[Permission, ...]:
+    # Text on most engines; in a packed row the JSON itself (MariaDB) or its text.
     if isinstance(value, (str, bytes)):
         value = json.loads(value)
     return tuple(Permission(p["resource"], p["action"]) for p in value)
@@ -58,14 +62,26 @@ def column(provider, entity, name: str) -> str:
     return provider.quote_name(entity._adict_[name].columns[0])
 
 
+def selected(reader: Reader, entity, name: str, sql: str) -> str:
+    """``sql`` (the column ``name`` of ``entity``, or an expression of it) as a select
+    list of ``reader`` names it. In a packed row (MySQL/MariaDB) text is given one
+    collation: ``JSON_ARRAY`` refuses to mix the tables' binary collation with the JSON
+    columns' ``utf8mb4_bin`` ("Illegal mix of collations")."""
+    if reader.packs_rows and issubclass(entity._adict_[name].py_type, (str, Json)):
+        return f"CONVERT({sql} USING utf8mb4)"
+    return sql
+
+
 class Columns:
     """The columns of ``entity`` that make a ``record`` dataclass, in its field order."""
 
-    def __init__(self, provider, entity, record, alias: str = ""):
+    def __init__(self, reader: Reader, entity, record, alias: str = ""):
+        provider = reader.db.provider
         self.record = record
         fields = list(dataclasses.fields(record))
         prefix = f"{alias}." if alias else ""
-        self.sql = ", ".join(prefix + column(provider, entity, f.name) for f in fields)
+        self.sql = ", ".join(selected(reader, entity, f.name, prefix + column(provider, entity, f.name))
+                             for f in fields)
         self.converters = [(i, c) for i, c in enumerate(map(_converter, fields)) if c is not None]
         self.table = provider.quote_name(entity._table_)
         self.width = len(fields)
@@ -85,7 +101,7 @@ class RecordReads:
         self.reader = reader
         self.provider = provider
         self.entity = entity
-        self.columns = Columns(provider, entity, record)
+        self.columns = Columns(reader, entity, record)
         self.id_col = column(provider, entity, "id")
         self.live = f"{column(provider, entity, 'del_token')} = 0"
         self.page_from = self.columns.table
@@ -96,8 +112,10 @@ class RecordReads:
             # filter's own index: the same cost on every page. Counts still use it.
             index = provider.quote_name(f"idx_{entity._table_}__del_token_id")
             self.page_from = f"{self.columns.table} IGNORE INDEX ({index})"
-        self.by_id = reader.statement(f"SELECT {self.columns.sql} FROM {self.columns.table}"
-                                      f" WHERE {self.id_col} = {{}} AND {self.live}")
+        #: The record's columns as a statement selects them (packed on MySQL/MariaDB).
+        self.select_list = reader.select_list(self.columns.sql)
+        self.by_id = reader.statement(f"SELECT {self.select_list} FROM {self.columns.table}"
+                                      f" WHERE {self.id_col} = {{}} AND {self.live}", packed=True)
         # Built on first use, one per set of filter names; two threads building one at
         # once build the same statement, so no lock is needed.
         self._statements: dict[tuple, Statement] = {}
@@ -106,10 +124,10 @@ class RecordReads:
     def _where(self, names: tuple[str, ...]) -> str:
         return " AND ".join([self.live] + [f"{column(self.provider, self.entity, n)} = {{}}" for n in names])
 
-    def _statement(self, key: tuple, sql: Callable[[], str]) -> Statement:
+    def _statement(self, key: tuple, sql: Callable[[], str], packed: bool = False) -> Statement:
         found = self._statements.get(key)
         if found is None:
-            found = self._statements[key] = self.reader.statement(sql())
+            found = self._statements[key] = self.reader.statement(sql(), packed=packed)
         return found
 
     def get(self, id: int):
@@ -123,13 +141,13 @@ class RecordReads:
         """The live record with these column values (unique among live rows), or ``None``."""
         names = tuple(sorted(values))
         statement = self._statement(("find", names), lambda: (
-            f"SELECT {self.columns.sql} FROM {self.columns.table} WHERE {self._where(names)}"))
+            f"SELECT {self.select_list} FROM {self.columns.table} WHERE {self._where(names)}"), packed=True)
         rows = self.reader.select(statement, tuple(values[n] for n in names))
         return self.columns.build(rows[0]) if rows else None
 
     def page(self, after_id: int, limit: int, given: dict[str, Any]) -> Page:
         """Live records matching ``given`` with ``id > after_id``, in id order."""
-        items, more = self._page("page", self.columns.sql, self.columns.build, after_id, limit, given)
+        items, more = self._page("page", self.select_list, self.columns.build, after_id, limit, given)
         return Page(items=items, next_after_id=items[-1].id if more else None)
 
     def page_documents(self, fields: tuple[tuple[str, str], ...], after_id: int, limit: int,
@@ -144,12 +162,12 @@ class RecordReads:
 
     def _page(self, key, select_list: str, build: Callable[[tuple], Any], after_id: int, limit: int,
               given: dict[str, Any]) -> tuple[list, bool]:
-        """The rows of one keyset page, selecting ``select_list``, each made by ``build``;
-        and whether more follow."""
+        """The rows of one keyset page, selecting ``select_list`` (from
+        :meth:`Reader.select_list`), each made by ``build``; and whether more follow."""
         names = tuple(sorted(given))
         statement = self._statement((key, names), lambda: (
             f"SELECT {select_list} FROM {self.page_from}"
-            f" WHERE {self._where(names)} AND {self.id_col} > {{}} ORDER BY {self.id_col} LIMIT {{}}"))
+            f" WHERE {self._where(names)} AND {self.id_col} > {{}} ORDER BY {self.id_col} LIMIT {{}}"), packed=True)
         rows = self.reader.select(statement, tuple(given[n] for n in names) + (int(after_id), int(limit) + 1),
                                   stale_ok=True)
         return list(map(build, rows[:limit])), len(rows) > limit
@@ -204,9 +222,9 @@ class DocumentShape:
                 col = timestamp.format(col)
             elif kind == "bool":
                 value = f"{value} == 1"
-            columns.append(col)
+            columns.append(selected(reads.reader, reads.entity, name, col))
             values.append(f"{name!r}: {value}")
-        self.sql = ", ".join(columns)
+        self.sql = reads.reader.select_list(", ".join(columns))
         source = "def document(row):\n    return {" + ", ".join(values) + "}\n"
         namespace: dict[str, Any] = {}
         exec(compile(source, f"<locky_pony document {reads.columns.record.__name__}>", "exec"), namespace)
@@ -220,18 +238,18 @@ class AuthenticationRead:
         provider = reader.db.provider
         q = provider.quote_name
         self.reader = reader
-        self.session_cols = Columns(provider, entities.Session, Session, "s")
-        self.user_cols = Columns(provider, entities.User, User, "u")
+        self.session_cols = Columns(reader, entities.Session, Session, "s")
+        self.user_cols = Columns(reader, entities.User, User, "u")
         S, U, M = entities.Session, entities.User, entities.Meta
+        revision = (f"(SELECT m.{column(provider, M, 'number')} FROM {q(M._table_)} m"
+                    f" WHERE m.{column(provider, M, 'key')} = 'policy_revision')")
+        select_list = reader.select_list(f"{self.session_cols.sql}, {self.user_cols.sql}, {revision}")
         self.statement = reader.statement(
-            f"SELECT {self.session_cols.sql}, {self.user_cols.sql},"
-            f" (SELECT m.{column(provider, M, 'number')} FROM {q(M._table_)} m"
-            f" WHERE m.{column(provider, M, 'key')} = 'policy_revision')"
+            f"SELECT {select_list}"
             f" FROM {q(S._table_)} s JOIN {q(U._table_)} u"
             f" ON u.{column(provider, U, 'uuid')} = s.{column(provider, S, 'user_uuid')}"
             f" WHERE s.{column(provider, S, 'uuid')} = {{}} AND s.{column(provider, S, 'revoked_at')} IS NULL"
-            f" AND u.{column(provider, U, 'del_token')} = 0"
-        )
+            f" AND u.{column(provider, U, 'del_token')} = 0", packed=True)
 
     def authenticate(self, session_uuid: str) -> Authenticated | None:
         if not isinstance(session_uuid, str):
