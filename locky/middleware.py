@@ -10,7 +10,7 @@ from typing import Iterable
 
 import falcon
 
-from locky import audit
+from locky import audit, storage_cache
 from locky.cli.logs import access_json
 from locky.client_address import ClientAddresses
 from locky.errors import Unauthorized
@@ -41,7 +41,8 @@ def new_request_id() -> str:
 class RequestContext:
     """Gives every request an id and its client address (the ``LOCKY_TRUSTED_PROXIES``
     rule, :mod:`locky.client_address`), makes both the audit trail's origin for the
-    request, gives every response the security headers, and logs one JSON line per
+    request, marks the request for the storage cache (:func:`locky.storage_cache.request_started`),
+    gives every response the security headers, and logs one JSON line per
     request (never a body, query string, password or token).
 
     ``wake`` is called after a request that queued webhook deliveries (its transaction
@@ -61,8 +62,13 @@ class RequestContext:
         req.context.client_address = self.client_addresses.of(req)
         req.context.origin = audit.Origin(ip=req.context.client_address, request_id=req.context.request_id)
         req.context.origin_token = audit.begin(req.context.origin)
+        req.context.cache_token = storage_cache.request_started()
 
     def process_response(self, req, resp, resource, req_succeeded) -> None:
+        token = getattr(req.context, "cache_token", None)
+        if token is not None:
+            req.context.cache_token = None
+            storage_cache.request_ended(token)
         token = getattr(req.context, "origin_token", None)
         if token is not None:
             req.context.origin_token = None

@@ -27,12 +27,13 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from typing import Any, Callable, Hashable, Protocol
 
 from locky.records import Authenticated
 
 __all__ = ["MISSING", "Cache", "CachingStorage", "ChangeBus", "REVISION", "SESSION", "USERS", "USER_ID",
-           "USER_UUID", "keep_listening"]
+           "USER_UUID", "current_request", "keep_listening", "request_ended", "request_started"]
 
 MISSING = object()
 
@@ -46,6 +47,34 @@ USER_ID = "user-id:"
 USER_UUID = "user-uuid:"
 
 
+#: The request being served in this context: an object of its own per request, set by
+#: Locky's request middleware (:func:`request_started`), ``None`` outside requests.
+_request: ContextVar[object | None] = ContextVar("locky_cache_request", default=None)
+
+
+def request_started():
+    """A request begins in this context; returns the token for :func:`request_ended`.
+
+    A bus whose freshness check costs something may then check once per request instead
+    of before every use (:mod:`locky_pony.data_version`): a request that began after a
+    write was answered still checks, and so sees it; one that began before may be served
+    as of its first check, as if it had run a moment earlier."""
+    return _request.set(object())
+
+
+def request_ended(token) -> None:
+    """The request of ``token`` has been answered."""
+    try:
+        _request.reset(token)
+    except (ValueError, RuntimeError):  # set in another context, or reset already
+        _request.set(None)
+
+
+def current_request() -> object | None:
+    """The marker of the request being served here, else ``None``."""
+    return _request.get()
+
+
 class ChangeBus(Protocol):
     """How the processes sharing a database tell each other what changed."""
 
@@ -55,7 +84,11 @@ class ChangeBus(Protocol):
 
     def fresh(self) -> bool:
         """Whether cached values may be served now (the bus is caught up). It may call
-        ``on_reset`` first; it is never called with the cache's lock held."""
+        ``on_reset`` first; it is never called with the cache's lock held. Within one
+        request (:func:`current_request`) it may answer from its first check until the
+        request writes through :meth:`changing` or :meth:`batch`; a bus that does so
+        offers ``fresh_to_store()`` too, which always checks: it is asked before a value
+        read from storage is kept."""
 
     def changing(self, what: str, drop_here: Callable[[str], None]) -> AbstractContextManager:
         """Around one write of the wrapped storage: announce ``what`` as changed, call
@@ -100,9 +133,11 @@ class Cache:
     """Values by key, each kept at most ``max_age`` seconds, usable while ``fresh()``.
     An entry may carry tags: :meth:`drop_tag` drops every entry with that tag."""
 
-    def __init__(self, max_age: float, fresh: Callable[[], bool], max_entries: int = 100_000):
+    def __init__(self, max_age: float, fresh: Callable[[], bool], max_entries: int = 100_000,
+                 fresh_to_store: Callable[[], bool] | None = None):
         self.max_age = max_age
         self.fresh = fresh
+        self.fresh_to_store = fresh_to_store or fresh
         self.max_entries = max_entries
         self._lock = threading.Lock()
         self._entries: dict[Hashable, tuple[Any, float]] = {}
@@ -147,7 +182,7 @@ class Cache:
     def put(self, key: Hashable, value: Any, token: int, tags: tuple[str, ...] = ()) -> None:
         """Keep ``value`` unless something was invalidated since ``token`` was taken:
         a read that started before an invalidation must not store what it replaced."""
-        if not self.fresh():  # first: a bus may empty the cache while it checks
+        if not self.fresh_to_store():  # first: a bus may empty the cache while it checks
             return
         with self._lock:
             if token != self._generation:
@@ -296,7 +331,7 @@ class CachingStorage:
     def __init__(self, inner, bus: ChangeBus, *, max_age: float = 10.0, max_entries: int = 100_000):
         self.inner = inner
         self.bus = bus
-        self.cache = Cache(max_age, bus.fresh, max_entries)
+        self.cache = Cache(max_age, bus.fresh, max_entries, getattr(bus, "fresh_to_store", None))
         self.users = _Users(inner.users, self)
         self.groups = inner.groups
         self.members = inner.members

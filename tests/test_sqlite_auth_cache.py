@@ -10,6 +10,8 @@ SQLite's ``PRAGMA data_version`` moves (issue 18):
 - what a transaction wrote and rolled back is never served (the test fails when the
   cache is used inside a transaction);
 - a data-version check that fails reads through, and the cache comes back after it;
+- within a request the data version is read once (an item read served from memory asks
+  once, not twice), again after the request's own writes, and every request asks anew;
 - two ``locky serve`` processes (two workers each) on one file, with the same guarantee;
 - the settings: ``auto`` picks the cache on an SQLite file only, ``version`` elsewhere is
   refused.
@@ -25,7 +27,7 @@ import pytest
 from auth_cache_scenarios import assert_from_memory, me, me_ok
 
 from locky.settings import SettingsError
-from locky.storage_cache import CachingStorage
+from locky.storage_cache import CachingStorage, request_ended, request_started
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 from locky.testing.storage_contract import StorageContract
 from locky_pony import PonyStorage, open_storage
@@ -135,6 +137,81 @@ def test_a_failing_check_reads_through_and_the_cache_comes_back(hosts):
 
     bob = a.account("bob@example.com")  # the next check opens a new connection
     assert_from_memory(cache, me_ok(b, bob), 2)
+
+
+def _data_version_reads(bus) -> list[str]:
+    """The statements the bus runs on this thread's connection from now on."""
+    assert bus.fresh()  # this thread's connection is open
+    statements: list[str] = []
+    bus._local.connection.set_trace_callback(statements.append)
+    return statements
+
+
+def test_an_item_read_from_memory_asks_the_data_version_once(hosts):
+    a, b = hosts
+    admin, ada = a.account(ADMIN_EMAIL, verified=True), a.account("ada@example.com")
+    storage = b.app.context.storage
+
+    def read_ada() -> None:
+        answer = b.simulate_get(f"/v1/internal/users/{ada.id}", headers=admin.headers)
+        assert answer.status_code == 200 and answer.json["email"] == "ada@example.com", answer.text
+
+    assert_from_memory(storage.cache, read_ada, 3)  # the session, the revision and the record
+    asked = _data_version_reads(storage.bus)
+    hits = storage.cache.hits
+    for _ in range(5):
+        read_ada()
+    assert storage.cache.hits - hits == 15
+    assert asked == ["PRAGMA data_version"] * 5  # one per request: it was two
+
+
+def test_a_request_sees_its_own_writes_through_the_cache(tmp_path):
+    storage = _cached_storage(f"sqlite:///{tmp_path / 'own.sqlite'}")
+    try:
+        storage.migrate()
+        ada = storage.users.create(email="ada@example.com", password_hash="x", name="Ada")
+        asked = _data_version_reads(storage.bus)
+        token = request_started()
+        try:
+            assert storage.users.get(ada.id).name == "Ada"
+            assert storage.users.get(ada.id).name == "Ada"  # from memory, not asked again
+            assert asked == ["PRAGMA data_version"] * 2  # the read's check, and the store's
+            storage.users.update(ada.id, name="Ada Lovelace")
+            assert storage.users.get(ada.id).name == "Ada Lovelace"  # asked again after the write
+            assert asked == ["PRAGMA data_version"] * 4
+        finally:
+            request_ended(token)
+    finally:
+        storage.close()
+
+
+def test_every_request_asks_anew(tmp_path):
+    """A commit that lands while a request is served is seen by the next request; one
+    that lands outside requests, by the very next read."""
+    storage = _cached_storage(f"sqlite:///{tmp_path / 'anew.sqlite'}")
+    by_hand = sqlite3.connect(tmp_path / "anew.sqlite", isolation_level=None)
+    try:
+        storage.migrate()
+        ada = storage.users.create(email="ada@example.com", password_hash="x", name="Ada")
+        for round in range(3):
+            token = request_started()
+            try:
+                before = storage.users.get(ada.id).name
+                assert storage.users.get(ada.id).name == before  # from memory
+                by_hand.execute("UPDATE locky_users SET name = ? WHERE id = ?", (f"by hand {round}", ada.id))
+                assert storage.users.get(ada.id).name == before  # this request: as of its check
+            finally:
+                request_ended(token)
+            token = request_started()
+            try:
+                assert storage.users.get(ada.id).name == f"by hand {round}"
+            finally:
+                request_ended(token)
+        by_hand.execute("UPDATE locky_users SET name = 'outside' WHERE id = ?", (ada.id,))
+        assert storage.users.get(ada.id).name == "outside"
+    finally:
+        by_hand.close()
+        storage.close()
 
 
 @pytest.mark.server

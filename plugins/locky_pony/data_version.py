@@ -11,13 +11,18 @@ an item read would otherwise run.
 
 Why a cached value is never served after a write that replaced it was answered:
 
-- *Checked on every use.* :meth:`DataVersionBus.fresh` asks before every cache read and
-  before every store into the cache. When the number moved, the whole cache is emptied
-  first: every commit empties it, whatever it changed. A write is answered only after
-  its commit, so any request that starts after the answer sees the new number.
+- *Checked in every request.* :meth:`DataVersionBus.fresh` asks before a request's first
+  cache read or store, and again after every write the request makes through the cache
+  (:meth:`DataVersionBus.changing`); outside requests, before every use. When the number
+  moved, the whole cache is emptied first: every commit empties it, whatever it changed.
+  A write is answered only after its commit, so any request that starts after the
+  answer sees the new number. A commit of another process that lands while a request
+  is being served may not be seen by that request: it is served as of its first check,
+  as if it had run a moment earlier, and the next request sees the commit.
 - *Nothing read before a commit is kept after it.* A value read from storage is stored
   only if no emptying happened since the read began (:meth:`locky.storage_cache.Cache.put`
-  checks freshness, then the generation taken before the read).
+  checks freshness, always asking (:meth:`DataVersionBus.fresh_to_store`), then the
+  generation taken before the read).
 - *Nothing uncommitted is kept.* Inside a Pony session (an ``atomic`` block, or a
   caller's ``db_session``) the cache is not used: reads there see the session's own
   uncommitted writes, which a rollback would leave in memory.
@@ -40,6 +45,8 @@ from typing import Callable
 
 from pony.orm import core
 
+from locky.storage_cache import current_request
+
 log = logging.getLogger("locky.storage")
 
 
@@ -61,7 +68,23 @@ class DataVersionBus:
     def fresh(self) -> bool:
         if core.local.db_session is not None:
             return False  # inside a transaction: its reads may see its own uncommitted writes
+        request = current_request()
+        if request is not None and getattr(self._local, "checked_in", None) is request:
+            return True  # checked in this request, which has written nothing through us since
+        return self._check(request)
+
+    def fresh_to_store(self) -> bool:
+        """:meth:`fresh` before a value read from storage is kept: always asks (stores
+        come after misses, so this costs nothing on the path served from memory). A
+        commit seen here first empties the cache, and :meth:`locky.storage_cache.Cache.put`'s generation
+        check then refuses what was read before it, as it does outside requests."""
+        if core.local.db_session is not None:
+            return False
+        return self._check(current_request())
+
+    def _check(self, request) -> bool:
         local = self._local
+        local.checked_in = None
         cursor = getattr(local, "cursor", None)
         try:
             if cursor is None or local.pid != os.getpid():
@@ -73,6 +96,7 @@ class DataVersionBus:
         if version != local.version:
             local.version = version
             self._reset()
+        local.checked_in = request
         return True
 
     def _open(self, local):
@@ -107,12 +131,18 @@ class DataVersionBus:
     @contextmanager
     def changing(self, what: str, drop_here: Callable[[str], None]):
         # The write's commit moves the number every connection reads: the next check
-        # empties the cache of every process, this one included.
-        yield
+        # empties the cache of every process, this one included; in this request too.
+        try:
+            yield
+        finally:
+            self._local.checked_in = None
 
     @contextmanager
     def batch(self, drop_here: Callable[[str], None]):
-        yield
+        try:
+            yield
+        finally:
+            self._local.checked_in = None
 
     def close(self) -> None:
         self._local = threading.local()
