@@ -1,6 +1,6 @@
 """Scale-out guarantees on the server engines (issue 18): each worker process holds at
 most ``LOCKY_DATABASE_POOL_SIZE`` connections, ``/health`` says 503 when none is free,
-and Locky works behind PgBouncer in transaction pooling mode.
+and Locky works behind PgBouncer in transaction pooling mode, told so or not.
 
 The guarantees, not the speed: figures are ``python -m benchmarks.run``'s.
 """
@@ -233,6 +233,49 @@ def test_the_service_works_behind_pgbouncer_in_transaction_mode(postgres_databas
         assert run_sql(url, "SHOW default_transaction_read_only") == [("off",)]
         run_sql(url, "CREATE TABLE IF NOT EXISTS locky_pooler_probe (n int)")
         run_sql(url, "DROP TABLE locky_pooler_probe")
+
+
+@pytest.mark.server
+@pytest.mark.backend
+def test_a_transaction_pooler_nobody_named_is_found_and_reads_keep_working(postgres_database, tmp_path):
+    """The same PgBouncer, but ``LOCKY_DATABASE_POOLER`` left at its default: the reads
+    prepare their statements until one is missing from the server session running its
+    ``EXECUTE``; then the worker runs them plain, says so once, and no request fails."""
+    postgres_database.wipe()
+    with pgbouncer(postgres_database.url, server_connections=3) as url, \
+            locky_server(tmp_path, env={"LOCKY_DATABASE_URL": url, "LOCKY_JWT_SECRET": SECRET,
+                                        "LOCKY_THREADS": "4", "LOCKY_BCRYPT_ROUNDS": "4",
+                                        "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL,
+                                        "LOCKY_LOGIN_MAX_FAILURES_PER_IP": "1000"}) as server:
+        def sign_up(n: int) -> dict:
+            email = f"user{n}@example.com"
+            status, _, body = server.request("POST", "/v1/public/users/register",
+                                             {"name": f"User {n}", "email": email, "password": PASSWORD})
+            assert status == 201, body
+            status, _, tokens = server.request("POST", "/v1/public/users/login",
+                                               {"email": email, "password": PASSWORD})
+            assert status == 200, tokens
+            return {"Authorization": f"Bearer {tokens['access_token']}"}
+
+        with ThreadPoolExecutor(max_workers=8) as threads:
+            people = list(threads.map(sign_up, range(8)))
+
+        def reads(n: int) -> list[int]:
+            auth, seen = people[n % len(people)], []
+            for _ in range(25):
+                for path in ("/v1/internal/users/me", "/v1/internal/users?limit=5", "/v1/internal/users/count"):
+                    status, _, body = server.request("GET", path, headers=auth)
+                    assert status == 200, (path, status, body)
+                    seen.append(status)
+            return seen
+
+        with ThreadPoolExecutor(max_workers=8) as threads:
+            answered = [status for statuses in threads.map(reads, range(16)) for status in statuses]
+        assert answered == [200] * 16 * 75
+        log = server.log()
+        assert " 503" not in log and "storage unavailable" not in log, log[-3000:]
+        found = [line for line in log.splitlines() if "a transaction-pooling proxy is in between" in line]
+        assert 1 <= len(found) <= 2, log[-3000:]  # once per worker that met it
 
 
 def test_an_unknown_pooler_is_refused_with_the_choices():

@@ -32,7 +32,10 @@ second than planning each time). A statement's name is derived from its text, so
 name means one SQL text everywhere. Behind a transaction-pooling PgBouncer
 (``LOCKY_DATABASE_POOLER=transaction``) one server connection serves many clients in
 turn: a prepared statement would vanish under us or meet its twin, so statements run
-plain.
+plain. A transaction pooler nobody told Locky about is found the first time a statement
+this connection prepared is missing from the server session that runs the ``EXECUTE``
+(nothing else drops one: Locky never sends ``DEALLOCATE`` or ``DISCARD``): the process
+then stops preparing, runs that statement plain, and logs a warning once.
 
 Failures map to Locky's errors as :mod:`.guard` does: a lost connection or a transient
 error is tried again on a new connection; the rest is ``Unavailable`` with no driver text.
@@ -41,6 +44,7 @@ error is tried again on a new connection; the rest is ``Unavailable`` with no dr
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -61,6 +65,8 @@ from .replicas import Replicas
 #: text since the name is derived from it).
 PG_NOT_PREPARED, PG_ALREADY_PREPARED = "26000", "42P05"
 ATTEMPTS = 3
+
+log = logging.getLogger("locky.storage")
 
 
 class Statement(NamedTuple):
@@ -223,11 +229,19 @@ class Reader:
         except Exception as exc:
             if getattr(root_cause(exc), "pgcode", None) != PG_NOT_PREPARED:
                 raise
-            # Dropped on the server behind our back: prepare it once more (autocommit,
-            # so the failed EXECUTE left no transaction to abort).
-            prepared.discard(statement.name)
-            self._prepare(cursor, statement, prepared)
-            cursor.execute(statement.execute, params)
+            # The server session running this EXECUTE does not have what this connection
+            # prepared: a transaction pooler hands each statement to any server session.
+            # Run it plain (autocommit: the failed EXECUTE left no transaction to abort).
+            self._stop_preparing()
+            cursor.execute(statement.direct, params)
+
+    def _stop_preparing(self) -> None:
+        if not self.prepare:
+            return
+        self.prepare = False
+        log.warning("a prepared statement vanished between two statements of one connection: a"
+                    " transaction-pooling proxy is in between; reads run unprepared from now on"
+                    " (say so with LOCKY_DATABASE_POOLER=transaction)")
 
     @staticmethod
     def _prepare(cursor, statement: Statement, prepared: set) -> None:
