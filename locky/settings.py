@@ -30,9 +30,10 @@ JWT_ALGORITHMS = ("ES256", "EdDSA", "RS256", "HS256", "HS384", "HS512")
 #: LOCKY_DATABASE_POOLER: none (straight to PostgreSQL), session (a session-pooling
 #: proxy) or transaction (PgBouncer's transaction pooling).
 POOLERS = ("none", "session", "transaction")
-#: LOCKY_AUTH_CACHE: auto (version on an SQLite file, else off), off, notify (PostgreSQL
-#: LISTEN/NOTIFY) or version (SQLite's data version).
-AUTH_CACHES = ("off", "notify", "version", "auto")
+#: LOCKY_AUTH_CACHE: auto (version on an SQLite file, revision on a database server, off in
+#: memory), off, notify (PostgreSQL LISTEN/NOTIFY), version (SQLite's data version) or
+#: revision (the cache revision read with every session).
+AUTH_CACHES = ("off", "notify", "version", "revision", "auto")
 ASYMMETRIC_ALGORITHMS = ("ES256", "EdDSA", "RS256")
 MIN_SECRET_BYTES = 32
 #: A secret with fewer different characters is a placeholder, not a random value.
@@ -282,10 +283,14 @@ class Settings:
 
     @property
     def auth_cache_mode(self) -> str:
-        """``LOCKY_AUTH_CACHE`` with ``auto`` resolved: off, notify or version."""
+        """``LOCKY_AUTH_CACHE`` with ``auto`` resolved: off, notify, version or revision
+        (``auto``: version on an SQLite file, revision on PostgreSQL and MySQL/MariaDB,
+        off in memory)."""
         if self.auth_cache != "auto":
             return self.auth_cache
-        return "version" if self.sqlite_path is not None else "off"
+        if self.sqlite_path is not None:
+            return "version"
+        return "off" if self.database_url.startswith("sqlite:") else "revision"
 
     @property
     def sqlite_path(self) -> Path | None:

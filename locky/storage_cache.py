@@ -11,11 +11,15 @@ announcement reaches it. The database stays the only record: announcements name 
 changed, never its new value. Other reads and all writes go to the wrapped storage
 unchanged; the storage contract suite passes on the wrapper.
 
-Three buses ship with Locky, each with its own guarantee (see its module):
+Four buses ship with Locky, each with its own guarantee (see its module):
 
 - SQLite's data version (:mod:`locky_pony.data_version`, ``LOCKY_AUTH_CACHE=version``,
-  the default on an SQLite file): checked before every use, it empties the cache after
+  the default on an SQLite file): checked in every request, it empties the cache after
   any commit of any process on the file: nothing stale is ever served;
+- the cache revision (:mod:`locky_pony.revision_bus`, ``LOCKY_AUTH_CACHE=revision``, the
+  default on PostgreSQL and MySQL/MariaDB): a number every change to a user's record
+  moves, read with the session on every request; only user records are cached, and no
+  record a change through Locky replaced is served once the change was answered;
 - PostgreSQL ``LISTEN/NOTIFY`` (:mod:`locky_pony.notify`, ``LOCKY_AUTH_CACHE=notify``):
   a write returns only once every host has dropped what it replaces, or could no
   longer serve it: revocation stays *at once*;
@@ -290,6 +294,8 @@ class _Sessions(_Through):
     def identity(self, uuid):
         if not isinstance(uuid, str):
             return None
+        if self._owner.caches_only_records:
+            return self._inner.identity(uuid)
         return self._owner.cached(SESSION + uuid, self._inner.identity, uuid)
 
     def revoke_all(self, user_uuid, *, keep=None):
@@ -301,6 +307,8 @@ class _Sessions(_Through):
         otherwise one read of the wrapped storage, which refreshes both entries."""
         if not isinstance(uuid, str):
             return None
+        if self._owner.caches_only_records:
+            return self._inner.authenticate(uuid)
         cache = self._owner.cache
         key = SESSION + uuid
         identity, revision = cache.get_pair(key, REVISION)
@@ -325,12 +333,16 @@ class CachingStorage:
 
     ``max_age`` bounds how long an entry is kept at all: what changes the database
     without going through a wrapper (a hand-written ``UPDATE``) is seen after it.
-    ``max_entries`` bounds the memory it takes: a full cache is emptied.
+    ``max_entries`` bounds the memory it takes: a full cache is emptied. A bus with
+    ``caches_only_records`` true learns whether the cache may be used from the session
+    read (:mod:`locky_pony.revision_bus`): sessions and the policy revision then always
+    come from the wrapped storage, and only user records from the cache.
     """
 
     def __init__(self, inner, bus: ChangeBus, *, max_age: float = 10.0, max_entries: int = 100_000):
         self.inner = inner
         self.bus = bus
+        self.caches_only_records = bool(getattr(bus, "caches_only_records", False))
         self.cache = Cache(max_age, bus.fresh, max_entries, getattr(bus, "fresh_to_store", None))
         self.users = _Users(inner.users, self)
         self.groups = inner.groups
@@ -397,6 +409,8 @@ class CachingStorage:
             yield
 
     def revision(self) -> int:
+        if self.caches_only_records:
+            return self.inner.revision()
         found = self.cache.get(REVISION)
         if found is not MISSING:
             return found

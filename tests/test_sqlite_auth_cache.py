@@ -224,7 +224,8 @@ def test_settings_pick_the_cache(tmp_path):
     on_file = make_settings(f"sqlite:///{tmp_path / 'locky.sqlite'}")
     assert on_file.auth_cache == "auto" and on_file.auth_cache_mode == "version"
     assert make_settings("sqlite:///:memory:").auth_cache_mode == "off"
-    assert make_settings("postgres://locky@127.0.0.1/locky").auth_cache_mode == "off"
+    assert make_settings("postgres://locky@127.0.0.1/locky").auth_cache_mode == "revision"
+    assert make_settings("mysql://locky@127.0.0.1/locky").auth_cache_mode == "revision"
     off = open_storage(on_file.replace(auth_cache="off"))
     try:
         assert isinstance(off, PonyStorage)

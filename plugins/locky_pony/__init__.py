@@ -11,8 +11,9 @@ Registered as the storage provider ``pony``; the engine is chosen by
 - :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes),
   :mod:`.sessions` (login sessions, the login throttle, grants) and :mod:`.lifecycle`
   (single-use codes, the mail outbox, TOTP);
-- :mod:`.pool` and :mod:`.replicas`: where statements run; :mod:`.notify` and
-  :mod:`.data_version`: the change buses of ``LOCKY_AUTH_CACHE`` (PostgreSQL, SQLite).
+- :mod:`.pool` and :mod:`.replicas`: where statements run; :mod:`.notify`,
+  :mod:`.data_version` and :mod:`.revision_bus`: the change buses of ``LOCKY_AUTH_CACHE``
+  (PostgreSQL, SQLite, any engine).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from .lifecycle import CodeStore, KeyStore, Outbox, TotpStore
 from .notify import open_bus
 from .reader import Reader
 from .replicas import REPLICA_POOL_WAIT, Replicas
+from .revision_bus import RevisionBus
 from .sessions import GrantStore, LoginThrottle, SessionStore
 from .stores import GroupStore, MemberStore, RoleStore, UserStore
 
@@ -142,16 +144,22 @@ def _replicas(settings) -> Replicas | None:
 def open_storage(settings):
     """The ``pony`` storage of ``settings``: with an auth cache (``LOCKY_AUTH_CACHE``),
     inside the cache of :mod:`locky.storage_cache`, kept honest by :mod:`.notify`
-    (PostgreSQL) or :mod:`.data_version` (an SQLite file)."""
+    (PostgreSQL), :mod:`.data_version` (an SQLite file) or :mod:`.revision_bus` (the
+    cache revision every authentication reads)."""
     storage = PonyStorage(settings)
     mode = settings.auth_cache_mode
     if mode == "off":
         return storage
     try:
-        if mode == "version":
-            # The default on SQLite, so a bound that keeps a worker well within its memory
-            # (an entry takes about 1.4 KB: 14 MB at most); every commit empties it anyway.
-            return CachingStorage(storage, data_version.open_bus(settings), max_entries=10_000)
+        if mode in ("version", "revision"):
+            # Defaults, so a bound that keeps a worker well within its memory (an entry
+            # takes about 1.4 KB: 14 MB at most).
+            if mode == "version":
+                bus = data_version.open_bus(settings)
+            else:
+                bus = RevisionBus()
+                storage.sessions.watch_cache_revision(bus.observe)
+            return CachingStorage(storage, bus, max_entries=10_000)
         bind = bind_arguments(settings, settings.database_listen_url, name="LOCKY_DATABASE_LISTEN_URL")
         return CachingStorage(storage, open_bus(storage.db, settings, bind))
     except BaseException:

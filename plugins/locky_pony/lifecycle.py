@@ -15,7 +15,7 @@ from typing import Iterable
 from locky.records import Code, Letter, SigningKey, TotpState, User
 
 from .guard import transaction
-from .stores import user_record, utcnow
+from .stores import move_cache_revision, user_record, utcnow
 
 #: Codes that expired this long ago are deleted by later ``add`` calls, a batch at a time.
 CODE_RETENTION = timedelta(days=1)
@@ -156,6 +156,7 @@ class TotpStore:
             return None
         row.set(confirmed=True, last_step=step, recovery_hashes=" ".join(recovery_hashes))
         user.set(mfa_enabled=True, updated_at=utcnow())
+        move_cache_revision(self.e)
         return user_record(user)
 
     @transaction
@@ -188,6 +189,7 @@ class TotpStore:
         if user is None:
             return None
         user.set(mfa_enabled=False, updated_at=utcnow())
+        move_cache_revision(self.e)
         return user_record(user)
 
 

@@ -25,6 +25,10 @@ from locky.records import Authenticated, Page, Permission, Session, User
 
 from .reader import Reader, Statement
 
+#: The ``locky_meta`` key of the number every change to a user's record moves (schema
+#: step 7; :func:`.stores.move_cache_revision`), read with every authentication.
+CACHE_REVISION = "cache_revision"
+
 #: The largest id a record can have (64-bit ids on every engine).
 MAX_ID = 2**63 - 1
 
@@ -241,9 +245,15 @@ class AuthenticationRead:
         self.session_cols = Columns(reader, entities.Session, Session, "s")
         self.user_cols = Columns(reader, entities.User, User, "u")
         S, U, M = entities.Session, entities.User, entities.Meta
-        revision = (f"(SELECT m.{column(provider, M, 'number')} FROM {q(M._table_)} m"
-                    f" WHERE m.{column(provider, M, 'key')} = 'policy_revision')")
-        select_list = reader.select_list(f"{self.session_cols.sql}, {self.user_cols.sql}, {revision}")
+
+        def meta(key: str) -> str:
+            return (f"(SELECT m.{column(provider, M, 'number')} FROM {q(M._table_)} m"
+                    f" WHERE m.{column(provider, M, 'key')} = '{key}')")
+
+        #: Called with the cache revision each authentication read (:mod:`.revision_bus`).
+        self.on_cache_revision: Callable[[int], None] | None = None
+        select_list = reader.select_list(f"{self.session_cols.sql}, {self.user_cols.sql},"
+                                         f" {meta('policy_revision')}, {meta(CACHE_REVISION)}")
         self.statement = reader.statement(
             f"SELECT {select_list}"
             f" FROM {q(S._table_)} s JOIN {q(U._table_)} u"
@@ -258,8 +268,10 @@ class AuthenticationRead:
         if not rows:
             return None
         row = rows[0]
+        if self.on_cache_revision is not None and row[-1] is not None:
+            self.on_cache_revision(int(row[-1]))
         return Authenticated(
             session=self.session_cols.build(row),
             user=self.user_cols.build(row, self.session_cols.width),
-            policy_revision=int(row[-1]),
+            policy_revision=int(row[-2]),
         )

@@ -44,6 +44,10 @@ class SessionStore:
         """The live session ``uuid``, its live user and the policy revision: one SELECT."""
         return self._authentication.authenticate(uuid)
 
+    def watch_cache_revision(self, observe) -> None:
+        """Call ``observe(number)`` with the cache revision every authentication reads."""
+        self._authentication.on_cache_revision = observe
+
     def identity(self, uuid: str) -> tuple[Session, User] | None:
         found = self.authenticate(uuid)
         return None if found is None else (found.session, found.user)

@@ -37,7 +37,7 @@ from locky.records import Group, Member, Page, Permission, Role, User
 
 from .guard import integrity_errors, transaction
 from .reader import Reader
-from .reads import RecordReads, column, is_id
+from .reads import CACHE_REVISION, RecordReads, column, is_id
 
 #: The role a group's creator gets; a group keeps at least one live member holding it.
 OWNER = "owner"
@@ -90,6 +90,14 @@ def soft_delete(row, now: datetime) -> None:
     row.deleted_at = now
     row.updated_at = now
     row.del_token = row.id
+
+
+def move_cache_revision(entities) -> None:
+    """A user's record changes in this transaction: move the cache revision with it, so
+    that no worker serves the record it read before (:mod:`.revision_bus`)."""
+    row = entities.Meta.get_for_update(key=CACHE_REVISION)
+    if row is not None:
+        row.number += 1
 
 
 class Collection:
@@ -220,7 +228,9 @@ class UserStore(Collection):
             row = self._live_or_404(id)
             if changes["email"] not in (None, row.email):
                 changes.setdefault("email_verified", False)  # a new address is not proved yet
-        return user_record(self._update(id, changes, "email", "Already registered."))
+        row = self._update(id, changes, "email", "Already registered.")
+        move_cache_revision(self.entities)
+        return user_record(row)
 
     @transaction
     def mark_verified(self, uuid: str, email: str) -> User | None:
@@ -231,9 +241,11 @@ class UserStore(Collection):
             return None
         if not row.email_verified:
             row.set(email_verified=True, updated_at=utcnow())
+            move_cache_revision(self.entities)
         return user_record(row)
 
     def _after_delete(self, row) -> None:
+        move_cache_revision(self.entities)
         now = row.deleted_at
         for member in row.memberships.select(lambda m: m.del_token == 0):
             soft_delete(member, now)

@@ -18,11 +18,12 @@ from . import (
     v0004_account_lifecycle,
     v0005_signing_keys,
     v0006_audit_and_webhooks,
+    v0007_cache_revision,
 )
 
 #: Steps in order; a step's version is its position (1-based).
 STEPS = (v0001_baseline, v0002_schema_history, v0003_throttle_window_index, v0004_account_lifecycle,
-         v0005_signing_keys, v0006_audit_and_webhooks)
+         v0005_signing_keys, v0006_audit_and_webhooks, v0007_cache_revision)
 #: The schema version this code writes.
 LATEST = len(STEPS)
 

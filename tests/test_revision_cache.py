@@ -1,0 +1,222 @@
+"""``LOCKY_AUTH_CACHE=revision``: each worker serves user records from memory while the
+cache revision (read with every request's session) has not moved; every change to a
+user's record moves it in its own transaction (issue 18). On SQLite always, on
+PostgreSQL and MariaDB when configured:
+
+- an item read runs one statement (the authentication) instead of two, served from
+  memory; a change made through another app (another host) is seen on the very next
+  request: a rename, a new address verified, a second factor, a disabled account, a
+  deletion;
+- sessions, memberships and roles are read on every request: a logout, a role change
+  and a membership change made through the other app hold at once; a session ended by
+  hand in SQL too; a record changed by hand in SQL is served at most ``max_age``;
+- a change rolled back moves nothing and leaves nothing in memory;
+- a schema upgraded from an earlier step starts the revision (``locky_meta``);
+- two ``locky serve`` processes (two workers each) on PostgreSQL: a rename and a
+  deletion made through one are seen by every worker of the other at once.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import auth_cache_scenarios as scenarios
+import pytest
+from auth_cache_scenarios import me
+from backends import empty_database_url
+
+from locky.storage_cache import CachingStorage, request_ended, request_started
+from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient, make_settings
+from locky.testing.databases import run_sql
+from locky.testing.server import locky_server, one_service
+from locky_pony import open_storage
+from locky_pony.revision_bus import RevisionBus
+
+
+@pytest.fixture(params=[pytest.param("sqlite", id="sqlite"),
+                        pytest.param("postgres", id="postgres", marks=pytest.mark.backend),
+                        pytest.param("mysql", id="mysql", marks=pytest.mark.backend)])
+def database_url(request, tmp_path) -> str:
+    return empty_database_url(request, request.param, tmp_path)
+
+
+@pytest.fixture
+def hosts(locky_app_factory, database_url):
+    """Two apps (two hosts) on one database, each with its revision cache."""
+    first, second = (locky_app_factory(database_url=database_url, auth_cache="revision") for _ in range(2))
+    for app in (first, second):
+        assert isinstance(app.context.storage.bus, RevisionBus)
+    return LockyClient(first), LockyClient(second)
+
+
+def statements(storage) -> list[str]:
+    """The statements ``storage``'s plain-SQL reader runs from now on (its round trips)."""
+    reader, ran = storage.inner.reader, []
+    select = reader.select
+
+    def counted(statement, params, **options):
+        ran.append(statement.direct)
+        return select(statement, params, **options)
+
+    reader.select = counted
+    return ran
+
+
+def test_an_item_read_runs_one_statement_and_sees_changes_at_once(hosts):
+    a, b = hosts
+    admin, ada = a.account(ADMIN_EMAIL, verified=True), a.account("ada@example.com")
+    bob = a.account("bob@example.com")
+    storage = b.app.context.storage
+
+    def on_b(account=admin) -> dict:
+        answer = b.simulate_get(f"/v1/internal/users/{ada.id}", headers=account.headers)
+        assert answer.status_code == 200, answer.text
+        return answer.json
+
+    on_b()  # the record is read once, and kept
+    ran, hits = statements(storage), storage.cache.hits
+    for _ in range(5):
+        assert on_b()["email"] == "ada@example.com"
+    assert storage.cache.hits - hits == 5
+    assert len(ran) == 5 and all("locky_sessions" in sql for sql in ran)  # the authentication only
+
+    for round in range(5):
+        name = f"Ada {round}"
+        assert a.simulate_put(f"/v1/private/users/{ada.id}", headers=admin.headers,
+                              json={"name": name}).status_code == 200
+        assert on_b()["name"] == name, f"round {round}"
+        assert on_b(bob)["name"] == name
+    assert on_b()["email_verified"] is False
+    assert a.app.context.storage.users.mark_verified(ada.uuid, "ada@example.com").email_verified
+    assert on_b()["email_verified"] is True
+    a.app.context.storage.totp.begin(ada.uuid, "JBSWY3DPEHPK3PXP")
+    assert a.app.context.storage.totp.confirm(ada.uuid, step=1, recovery_hashes=["x"]).mfa_enabled
+    assert on_b()["mfa_enabled"] is True
+    assert a.app.context.storage.totp.remove(ada.uuid).mfa_enabled is False
+    assert on_b()["mfa_enabled"] is False
+    assert a.simulate_put(f"/v1/private/users/{ada.id}", headers=admin.headers,
+                          json={"disabled": True}).status_code == 200
+    assert on_b()["disabled"] is True
+    assert me(b, ada) == 401  # a disabled user's session ends with it
+    assert a.simulate_delete(f"/v1/private/users/{ada.id}", headers=admin.headers).status_code == 204
+    assert b.simulate_get(f"/v1/internal/users/{ada.id}", headers=admin.headers).status_code == 404
+
+
+def test_sessions_and_authorization_are_read_on_every_request(hosts):
+    a, b = hosts
+    for round in range(5):
+        ada = a.account(f"ada{round}@example.com")
+        assert me(b, ada) == 200 and me(b, ada) == 200
+        assert a.simulate_post("/v1/private/users/logout", headers=ada.headers).status_code == 204
+        assert me(b, ada) == 401, f"round {round}"
+    scenarios.deletions_and_authorization_changes_hold_at_once(a, b)
+
+
+def test_changes_by_hand_in_sql(hosts, database_url):
+    """A session ended by hand is refused at once; a record changed by hand is served
+    from memory for at most ``max_age`` (a second here)."""
+    a, b = hosts
+    admin, ada = a.account(ADMIN_EMAIL, verified=True), a.account("ada@example.com")
+    cache = b.app.context.storage.cache
+    cache.max_age = 1.0
+
+    def name_on_b() -> str:
+        answer = b.simulate_get(f"/v1/internal/users/{ada.id}", headers=admin.headers)
+        assert answer.status_code == 200, answer.text
+        return answer.json["name"]
+
+    assert name_on_b() == name_on_b()
+    run_sql(database_url, "UPDATE locky_users SET name = 'by hand' WHERE id = %s", ada.id)
+    deadline = time.monotonic() + 3
+    while name_on_b() != "by hand":
+        assert time.monotonic() < deadline, "a record changed by hand was served past max_age"
+        time.sleep(0.05)
+    assert me(b, ada) == 200
+    run_sql(database_url, "UPDATE locky_sessions SET revoked_at = CURRENT_TIMESTAMP WHERE user_uuid = %s", ada.uuid)
+    assert me(b, ada) == 401
+
+
+def _revision(storage) -> int:
+    token = request_started()  # the authentication read tells the bus within a request
+    try:
+        seen = []
+        storage.inner.sessions.watch_cache_revision(seen.append)
+        session = storage.sessions.create(uuid=str(uuid.uuid4()), refresh_jti="jti",
+                                          user_uuid=storage.users.get_by_email("ada@example.com").uuid)
+        storage.sessions.authenticate(session.uuid)
+        return seen[-1]
+    finally:
+        storage.inner.sessions.watch_cache_revision(storage.bus.observe)
+        request_ended(token)
+
+
+def test_a_change_rolled_back_moves_nothing_and_leaves_nothing(database_url):
+    storage = open_storage(make_settings(database_url, auth_cache="revision"))
+    try:
+        assert isinstance(storage, CachingStorage) and storage.caches_only_records
+        storage.migrate()
+        ada = storage.users.create(email="ada@example.com", password_hash="x", name="Ada")
+        before = _revision(storage)
+
+        class Undo(Exception):
+            pass
+
+        with pytest.raises(Undo):
+            with storage.atomic():
+                storage.users.update(ada.id, name="Never")
+                raise Undo
+        assert _revision(storage) == before
+        storage.users.update(ada.id, name="Ada Lovelace")
+        assert _revision(storage) == before + 1
+        token = request_started()
+        try:
+            assert storage.users.get(ada.id).name == "Ada Lovelace"
+        finally:
+            request_ended(token)
+    finally:
+        storage.close()
+
+
+def test_a_schema_upgraded_from_step_six_starts_the_revision(tmp_path):
+    """Step 7 adds the number to a database of step 6 (as the 1.0.0 upgrade tests carry
+    every step, this checks what this step writes)."""
+    url = f"sqlite:///{tmp_path / 'six.sqlite'}"
+    storage = open_storage(make_settings(url, auth_cache="off"))
+    try:
+        storage.migrate()
+    finally:
+        storage.close()
+    assert run_sql(url, "SELECT number FROM locky_meta WHERE key = 'cache_revision'") == [(1,)]
+    assert run_sql(url, "SELECT number FROM locky_meta WHERE key = 'schema_version'") == [(7,)]
+
+
+@pytest.mark.server
+@pytest.mark.backend
+def test_two_servers_see_record_changes_at_once(postgres_database, tmp_path):
+    postgres_database.wipe()
+    env = one_service(postgres_database.url, tmp_path, LOCKY_AUTH_CACHE="revision", LOCKY_JWT_SECRET=TEST_SECRET,
+                      LOCKY_ADMIN_EMAILS=ADMIN_EMAIL, LOCKY_BCRYPT_ROUNDS="4",
+                      LOCKY_LOGIN_MAX_FAILURES_PER_IP="1000")
+    with locky_server(tmp_path / "a", env=env) as a, locky_server(tmp_path / "b", env=env) as b:
+        admin = a.sign_up(ADMIN_EMAIL, PASSWORD, verify=True)
+        ada = a.sign_up("ada@example.com", PASSWORD)
+        ada_id = a.request("GET", "/v1/internal/users/me", headers=ada)[2]["id"]
+
+        def names_on_b() -> set[str]:
+            names = set()
+            for _ in range(6):  # both of B's workers, more than once
+                status, _, body = b.request("GET", f"/v1/internal/users/{ada_id}", headers=admin)
+                assert status == 200, body
+                names.add(body["name"])
+            return names
+
+        stale = 0
+        for round in range(10):
+            names_on_b()
+            assert a.request("PUT", f"/v1/private/users/{ada_id}", {"name": f"Ada {round}"}, admin)[0] == 200
+            stale += len(names_on_b() - {f"Ada {round}"})
+        assert stale == 0
+        assert a.request("DELETE", f"/v1/private/users/{ada_id}", headers=admin)[0] == 204
+        assert [b.request("GET", f"/v1/internal/users/{ada_id}", headers=admin)[0] for _ in range(6)] == [404] * 6
+    assert "Traceback" not in a.log() + b.log()
