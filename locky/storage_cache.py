@@ -37,7 +37,7 @@ from typing import Any, Callable, Hashable, Protocol
 from locky.records import Authenticated
 
 __all__ = ["MISSING", "Cache", "CachingStorage", "ChangeBus", "REVISION", "SESSION", "USERS", "USER_ID",
-           "USER_UUID", "current_request", "keep_listening", "request_ended", "request_started"]
+           "USER_UUID", "current_request", "filling", "keep_listening", "request_ended", "request_started"]
 
 MISSING = object()
 
@@ -77,6 +77,17 @@ def request_ended(token) -> None:
 def current_request() -> object | None:
     """The marker of the request being served here, else ``None``."""
     return _request.get()
+
+
+#: Whether the read being made in this context fills a cache (:meth:`CachingStorage.cached`).
+_filling: ContextVar[bool] = ContextVar("locky_cache_filling", default=False)
+
+
+def filling() -> bool:
+    """Whether the read being made will be kept by a cache: a storage must then answer
+    it from the primary, never from a read replica, whose lag the cache would keep past
+    the replica's own bound (:mod:`locky_pony.reader`)."""
+    return _filling.get()
 
 
 class ChangeBus(Protocol):
@@ -382,7 +393,11 @@ class CachingStorage:
         if found is not MISSING:
             return found
         token = self.cache.token()
-        found = read(argument)
+        marked = _filling.set(True)
+        try:
+            found = read(argument)
+        finally:
+            _filling.reset(marked)
         if found is not None:
             user = found[1] if isinstance(found, tuple) else found
             self.cache.put(key, found, token, user_tags(user))

@@ -13,6 +13,7 @@ from locky.app import create_app
 from locky.settings import SettingsError
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 from locky.testing.replica_cluster import replica_cluster
+from locky_pony.revision_bus import RevisionBus
 
 pytestmark = pytest.mark.backend
 MAX_LAG = 3
@@ -54,6 +55,42 @@ def test_a_host_pointed_at_a_standby_says_so_in_its_log(cluster, caplog):
         assert answer.status_code == 503 and set(answer.json) == {"title", "description"}, answer.text
         assert "read-only" not in answer.text
         assert any("Does LOCKY_DATABASE_URL name a standby?" in record.getMessage() for record in caplog.records)
+    finally:
+        app.close()
+
+
+def test_a_record_a_worker_keeps_comes_from_the_primary():
+    """With the auth cache (``revision``, the default here), a user record read to be
+    kept comes from the primary: a standby behind by less than its bound would otherwise
+    be kept past it, for as long as the record does not change again."""
+    with replica_cluster() as cluster:  # its own: the test below counts the users
+        _renamed_while_replay_is_paused(cluster)
+
+
+def _renamed_while_replay_is_paused(cluster) -> None:
+    app = create_app(make_settings(cluster.primary_url, log_requests=False, bcrypt_rounds=4,
+                                   database_replica_urls=(cluster.standby_url,),
+                                   database_replica_max_lag=MAX_LAG))
+    try:
+        assert isinstance(app.context.storage.bus, RevisionBus)
+        client = LockyClient(app)
+        admin, ada = client.account(ADMIN_EMAIL, verified=True), client.account("ada@example.com")
+        wait_replayed(cluster, "ada@example.com")
+
+        def name() -> str:
+            answer = client.simulate_get(f"/v1/internal/users/{ada.id}", headers=admin.headers)
+            assert answer.status_code == 200, answer.text
+            return answer.json["name"]
+
+        assert name() == name()
+        cluster.standby_sql("SELECT pg_wal_replay_pause()")
+        try:
+            renamed = client.simulate_put(f"/v1/private/users/{ada.id}", headers=admin.headers,
+                                          json={"name": "Ada Lovelace"})
+            assert renamed.status_code == 200, renamed.text
+            assert name() == "Ada Lovelace" and name() == "Ada Lovelace"
+        finally:
+            cluster.standby_sql("SELECT pg_wal_replay_resume()")
     finally:
         app.close()
 

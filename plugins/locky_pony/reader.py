@@ -54,6 +54,8 @@ from typing import NamedTuple
 import orjson
 from pony.orm import core
 
+from locky.storage_cache import filling
+
 from .deadline import WATCHDOG
 from .guard import LOST, TRANSIENT, classify, quick, root_cause, transaction, unavailable
 from .pool import BoundedPool, PoolTimeout
@@ -142,7 +144,7 @@ class Reader:
     def _select(self, statement: Statement, params: tuple, stale_ok: bool) -> list[tuple]:
         if core.local.db_session is not None or self.direct is None:
             return self._in_transaction(statement.pony, params)
-        if stale_ok and self.replicas is not None:
+        if stale_ok and self.replicas is not None and not filling():  # what a cache keeps: the primary's
             rows = self._on_replica(statement, params)
             if rows is not None:
                 return rows
