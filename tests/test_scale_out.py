@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 
@@ -164,6 +165,29 @@ def test_health_is_503_while_no_connection_is_free_and_ok_again_after(server_url
         app.close()
 
 
+@contextmanager
+def behind_pgbouncer(postgres_database, tmp_path, **env: str):
+    """A real ``locky serve`` (2 workers x 4 threads) on an emptied database through a
+    transaction-pooling PgBouncer with three server connections: its URL and the server."""
+    postgres_database.wipe()
+    with pgbouncer(postgres_database.url, server_connections=3) as url, \
+            locky_server(tmp_path, env={"LOCKY_DATABASE_URL": url, "LOCKY_JWT_SECRET": SECRET,
+                                        "LOCKY_THREADS": "4", "LOCKY_BCRYPT_ROUNDS": "4",
+                                        "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL,
+                                        "LOCKY_LOGIN_MAX_FAILURES_PER_IP": "1000", **env}) as server:
+        yield url, server
+
+
+def sign_up(server, email: str) -> dict:
+    """Register ``email`` on ``server`` and log it in: its tokens."""
+    status, _, body = server.request("POST", "/v1/public/users/register",
+                                     {"name": email.split("@")[0], "email": email, "password": PASSWORD})
+    assert status == 201, body
+    status, _, tokens = server.request("POST", "/v1/public/users/login", {"email": email, "password": PASSWORD})
+    assert status == 200, tokens
+    return tokens
+
+
 @pytest.mark.server
 @pytest.mark.backend
 def test_the_service_works_behind_pgbouncer_in_transaction_mode(postgres_database, tmp_path):
@@ -171,21 +195,10 @@ def test_the_service_works_behind_pgbouncer_in_transaction_mode(postgres_databas
     PgBouncer with three server connections, told so (``LOCKY_DATABASE_POOLER=
     transaction``): every transaction may land on another server session, so nothing may
     live on one, prepared statements included."""
-    postgres_database.wipe()
-    with pgbouncer(postgres_database.url, server_connections=3) as url, \
-            locky_server(tmp_path, env={"LOCKY_DATABASE_URL": url, "LOCKY_JWT_SECRET": SECRET,
-                                        "LOCKY_DATABASE_POOLER": "transaction",
-                                        "LOCKY_THREADS": "4", "LOCKY_BCRYPT_ROUNDS": "4",
-                                        "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL,
-                                        "LOCKY_LOGIN_MAX_FAILURES_PER_IP": "1000"}) as server:
+    with behind_pgbouncer(postgres_database, tmp_path, LOCKY_DATABASE_POOLER="transaction") as (url, server):
         def register_and_login(n: int) -> dict:
             email = f"user{n}@example.com"
-            status, _, body = server.request("POST", "/v1/public/users/register",
-                                             {"name": f"User {n}", "email": email, "password": PASSWORD})
-            assert status == 201, body
-            status, _, tokens = server.request("POST", "/v1/public/users/login",
-                                               {"email": email, "password": PASSWORD})
-            assert status == 200, tokens
+            tokens = sign_up(server, email)
             auth = {"Authorization": f"Bearer {tokens['access_token']}"}
             status, _, me = server.request("GET", "/v1/internal/users/me", headers=auth)
             assert (status, me["email"]) == (200, email)
@@ -241,24 +254,12 @@ def test_a_transaction_pooler_nobody_named_is_found_and_reads_keep_working(postg
     """The same PgBouncer, but ``LOCKY_DATABASE_POOLER`` left at its default: the reads
     prepare their statements until one is missing from the server session running its
     ``EXECUTE``; then the worker runs them plain, says so once, and no request fails."""
-    postgres_database.wipe()
-    with pgbouncer(postgres_database.url, server_connections=3) as url, \
-            locky_server(tmp_path, env={"LOCKY_DATABASE_URL": url, "LOCKY_JWT_SECRET": SECRET,
-                                        "LOCKY_THREADS": "4", "LOCKY_BCRYPT_ROUNDS": "4",
-                                        "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL,
-                                        "LOCKY_LOGIN_MAX_FAILURES_PER_IP": "1000"}) as server:
-        def sign_up(n: int) -> dict:
-            email = f"user{n}@example.com"
-            status, _, body = server.request("POST", "/v1/public/users/register",
-                                             {"name": f"User {n}", "email": email, "password": PASSWORD})
-            assert status == 201, body
-            status, _, tokens = server.request("POST", "/v1/public/users/login",
-                                               {"email": email, "password": PASSWORD})
-            assert status == 200, tokens
-            return {"Authorization": f"Bearer {tokens['access_token']}"}
+    with behind_pgbouncer(postgres_database, tmp_path) as (_, server):
+        def authorization(n: int) -> dict:
+            return {"Authorization": f"Bearer {sign_up(server, f'user{n}@example.com')['access_token']}"}
 
         with ThreadPoolExecutor(max_workers=8) as threads:
-            people = list(threads.map(sign_up, range(8)))
+            people = list(threads.map(authorization, range(8)))
 
         def reads(n: int) -> list[int]:
             auth, seen = people[n % len(people)], []
