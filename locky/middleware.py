@@ -41,9 +41,10 @@ def new_request_id() -> str:
 class RequestContext:
     """Gives every request an id and its client address (the ``LOCKY_TRUSTED_PROXIES``
     rule, :mod:`locky.client_address`), makes both the audit trail's origin for the
-    request, marks the request for the storage cache (:func:`locky.storage_cache.request_started`),
-    gives every response the security headers, and logs one JSON line per
-    request (never a body, query string, password or token).
+    request, marks the request for the storage cache
+    (:func:`locky.storage_cache.request_started`), gives every response the security
+    headers, and logs one JSON line per request (never a body, query string, password
+    or token).
 
     ``wake`` is called after a request that queued webhook deliveries (its transaction
     has committed by then)."""

@@ -1,5 +1,5 @@
 """The per-request reads of a storage served from process memory, for hosts that share
-one database: the caller's session with its user, and the policy revision.
+one database: the caller's session with its user, the policy revision, and user records.
 
 Locky checks both in storage on every authenticated request, which is what makes a
 logout or a role change hold at once on every host; it costs a database round trip per
