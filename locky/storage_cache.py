@@ -79,6 +79,13 @@ def current_request() -> object | None:
     return _request.get()
 
 
+def _request_wrote() -> None:
+    """The request being served wrote through a cache: it gets a new marker, so that a
+    bus answering from the request's first check checks again."""
+    if _request.get() is not None:
+        _request.set(object())
+
+
 #: Whether the read being made in this context fills a cache (:meth:`CachingStorage.cached`).
 _filling: ContextVar[bool] = ContextVar("locky_cache_filling", default=False)
 
@@ -100,10 +107,10 @@ class ChangeBus(Protocol):
     def fresh(self) -> bool:
         """Whether cached values may be served now (the bus is caught up). It may call
         ``on_reset`` first; it is never called with the cache's lock held. Within one
-        request (:func:`current_request`) it may answer from its first check until the
-        request writes through :meth:`changing` or :meth:`batch`; a bus that does so
-        offers ``fresh_to_store()`` too, which always checks: it is asked before a value
-        read from storage is kept."""
+        request (:func:`current_request`) it may answer from its first check: after a
+        write through :meth:`changing` or :meth:`batch` the request has a new marker. A
+        bus that does so offers ``fresh_to_store()`` too, which always checks: it is
+        asked before a value read from storage is kept."""
 
     def changing(self, what: str, drop_here: Callable[[str], None]) -> AbstractContextManager:
         """Around one write of the wrapped storage: announce ``what`` as changed, call
@@ -381,9 +388,14 @@ class CachingStorage:
 
     # -- invalidation ------------------------------------------------------------
 
+    @contextmanager
     def changing(self, what: str):
         """Around a write of ``inner`` that changes ``what``."""
-        return self.bus.changing(what, self._heard)
+        try:
+            with self.bus.changing(what, self._heard):
+                yield
+        finally:
+            _request_wrote()
 
     def cached(self, key, read: Callable[[Any], Any], argument):
         """``read(argument)`` from the cache under ``key``, else from storage (kept when
@@ -420,8 +432,11 @@ class CachingStorage:
 
     @contextmanager
     def atomic(self):
-        with self.bus.batch(self._heard), self.inner.atomic():
-            yield
+        try:
+            with self.bus.batch(self._heard), self.inner.atomic():
+                yield
+        finally:
+            _request_wrote()
 
     def revision(self) -> int:
         if self.caches_only_records:

@@ -13,10 +13,10 @@ Why a cached value is never served after a write that replaced it was answered:
 
 - *Checked in every request.* :meth:`DataVersionBus.fresh` asks before a request's first
   cache read or store, and again after every write the request makes through the cache
-  (:meth:`DataVersionBus.changing`); outside requests, before every use. When the number
-  moved, the whole cache is emptied first: every commit empties it, whatever it changed.
-  A write is answered only after its commit, so any request that starts after the
-  answer sees the new number. A commit of another process that lands while a request
+  (a new request marker, :meth:`locky.storage_cache.CachingStorage.changing`); outside
+  requests, before every use. When the number moved, the whole cache is emptied first:
+  every commit empties it, whatever it changed. A write is answered only after its
+  commit, so any request that starts after the answer sees the new number. A commit of another process that lands while a request
   is being served may not be seen by that request: it is served as of its first check,
   as if it had run a moment earlier, and the next request sees the commit.
 - *Nothing read before a commit is kept after it.* A value read from storage is stored
@@ -131,18 +131,13 @@ class DataVersionBus:
     @contextmanager
     def changing(self, what: str, drop_here: Callable[[str], None]):
         # The write's commit moves the number every connection reads: the next check
-        # empties the cache of every process, this one included; in this request too.
-        try:
-            yield
-        finally:
-            self._local.checked_in = None
+        # empties the cache of every process, this one included; in this request too, which
+        # has a new marker after the write (locky.storage_cache.CachingStorage.changing).
+        yield
 
     @contextmanager
     def batch(self, drop_here: Callable[[str], None]):
-        try:
-            yield
-        finally:
-            self._local.checked_in = None
+        yield
 
     def close(self) -> None:
         self._local = threading.local()

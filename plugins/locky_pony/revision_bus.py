@@ -86,19 +86,16 @@ class RevisionBus:
     @contextmanager
     def changing(self, what: str, drop_here: Callable[[str], None]):
         # The write moves the number in its own transaction (the stores do it); this
-        # process drops what it names at once, and the request reads through from now on.
+        # process drops what it names at once. The request has a new marker after it
+        # (locky.storage_cache.CachingStorage.changing): it reads through from now on.
         try:
             yield
         finally:
-            self._local.request = None
             drop_here(what)
 
     @contextmanager
     def batch(self, drop_here: Callable[[str], None]):
-        try:
-            yield
-        finally:
-            self._local.request = None
+        yield
 
     def close(self) -> None:
         pass
