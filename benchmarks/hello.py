@@ -5,6 +5,7 @@ compare Locky with the cost of the same server and the framework alone."""
 from __future__ import annotations
 
 import sys
+from typing import Callable
 
 import falcon
 
@@ -23,15 +24,12 @@ def make_app() -> falcon.App:
 app = make_app()
 
 
-def main(argv: list[str]) -> None:
-    """``python -m benchmarks.hello HOST PORT WORKERS [THREADS]``: serve it as ``locky
-    serve`` would (one thread per worker unless THREADS says otherwise)."""
+def serve(make: Callable[[], Callable], host: str, port: int, workers: int, threads: int = 1) -> None:
+    """Serve the WSGI app ``make()`` builds (in each worker) as ``locky serve`` serves
+    Locky: gunicorn with Locky's worker class, 5 s keep-alive, no access log."""
     from gunicorn.app.base import BaseApplication
 
-    host, port, workers = argv[0], int(argv[1]), int(argv[2])
-    threads = int(argv[3]) if len(argv) > 3 else 1
-
-    class HelloServer(BaseApplication):
+    class Server(BaseApplication):
         def load_config(self):
             self.cfg.set("bind", [f"{host}:{port}"])
             self.cfg.set("workers", workers)
@@ -44,9 +42,15 @@ def main(argv: list[str]) -> None:
                 self.cfg.set("control_socket_disable", True)
 
         def load(self):
-            return make_app()
+            return make()
 
-    HelloServer().run()
+    Server().run()
+
+
+def main(argv: list[str]) -> None:
+    """``python -m benchmarks.hello HOST PORT WORKERS [THREADS]``: serve it as ``locky
+    serve`` would (one thread per worker unless THREADS says otherwise)."""
+    serve(make_app, argv[0], int(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else 1)
 
 
 if __name__ == "__main__":

@@ -47,17 +47,18 @@ def _close(close: bool) -> str:
     return ', ["Connection"] = "close"' if close else ""
 
 
-def get_script(paths: list[str], tokens: list[str], *, close: bool = False) -> str:
+def get_script(paths: list[str], tokens: list[str] | None, *, close: bool = False) -> str:
     """Requests cycling through ``paths`` and bearer ``tokens`` (each wrk thread on its
-    own); with ``close``, a new connection for every request."""
+    own; none without tokens); with ``close``, a new connection for every request."""
+    bearer = '["Authorization"] = "Bearer " .. tokens[(i * 7 % #tokens) + 1]' if tokens else ""
+    headers = ", ".join(h for h in (bearer, _close(close).lstrip(", ")) if h)
     return f"""
 local paths = {_lua_list(paths)}
-local tokens = {_lua_list(tokens)}
+local tokens = {_lua_list(tokens or [])}
 local i = 0
 request = function()
   i = i + 1
-  return wrk.format("GET", paths[(i % #paths) + 1],
-    {{["Authorization"] = "Bearer " .. tokens[(i * 7 % #tokens) + 1]{_close(close)}}})
+  return wrk.format("GET", paths[(i % #paths) + 1], {{{headers}}})
 end
 """
 

@@ -46,6 +46,9 @@ CONNECTIONS = 32
 WORKERS = 2
 #: Suffix of the scenarios run with ``Connection: close`` (a new connection per request).
 CLOSE = "(new connection each)"
+#: The database floor's scenarios: bare Falcon and one statement (benchmarks/floor.py).
+FLOOR_ITEM = "floor: bare Falcon + SELECT by id"
+FLOOR_LIST = "floor: bare Falcon + SELECT of 50"
 
 
 @dataclass
@@ -61,6 +64,8 @@ class EngineReport:
     engine: str
     results: list[load.Result] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    #: Not targets: how near the database floor comes to them (its ``ok``: whether it reaches).
+    bounds: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -180,14 +185,25 @@ def _wait(url: str, process: subprocess.Popen, timeout: float = 30.0, interval: 
         time.sleep(interval)
 
 
-def serve_hello(workdir: Path, threads: int = 1):
+def _serve_module(workdir: Path, module: str, ready: str, *, before: tuple = (), after: tuple = ()):
+    """``python -m MODULE [BEFORE...] 127.0.0.1 PORT WORKERS [AFTER...]`` (a bare Falcon
+    app of ``benchmarks``), once ``ready`` answers."""
     port = free_port()
-    log = (workdir / f"hello-{port}.log").open("wb")
+    log = (workdir / f"{module.rsplit('.', 1)[-1]}-{port}.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.hello", "127.0.0.1", str(port), str(WORKERS), str(threads)],
+        [sys.executable, "-m", module, *before, "127.0.0.1", str(port), str(WORKERS), *after],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    _wait(f"http://127.0.0.1:{port}/hello", process)
+    _wait(f"http://127.0.0.1:{port}{ready}", process)
     return process, f"http://127.0.0.1:{port}"
+
+
+def serve_hello(workdir: Path, threads: int = 1):
+    return _serve_module(workdir, "benchmarks.hello", "/hello", after=(str(threads),))
+
+
+def serve_floor(workdir: Path, database_url: str):
+    """The database floor (``benchmarks/floor.py``) on ``database_url``."""
+    return _serve_module(workdir, "benchmarks.floor", "/users", before=(database_url,))
 
 
 def locky_env(database_url: str) -> dict[str, str]:
@@ -233,11 +249,14 @@ def worker_rss_mb(master_pid: int) -> dict[int, float]:
 # -- scenarios ----------------------------------------------------------------
 
 
-def read_paths(seeded: seed.Seeded, kind: str) -> list[str]:
+def read_paths(seeded: seed.Seeded, kind: str, *, floor: bool = False) -> list[str]:
+    """The item read's 256 paths or the list's; ``floor``: the same reads of the
+    database floor (``benchmarks/floor.py``)."""
     ids = seeded.user_ids
     if kind == "item":
-        return [f"/v1/internal/users/{ids[(i * 37) % len(ids)]}" for i in range(256)]
-    return ["/v1/internal/users?limit=50"]
+        base = "/user/" if floor else "/v1/internal/users/"
+        return [f"{base}{ids[(i * 37) % len(ids)]}" for i in range(256)]
+    return ["/users"] if floor else ["/v1/internal/users?limit=50"]
 
 
 def _checkpw_loop(rounds: int, samples: int, queue) -> None:
@@ -313,7 +332,10 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
     listing = load.get_script(read_paths(seeded, "list"), seeded.tokens)
     item_close = load.get_script(read_paths(seeded, "item"), seeded.tokens, close=True)
     listing_close = load.get_script(read_paths(seeded, "list"), seeded.tokens, close=True)
+    floor_item = load.get_script(read_paths(seeded, "item", floor=True), None)
+    floor_listing = load.get_script(read_paths(seeded, "list", floor=True), None)
     hello_process, hello_url = serve_hello(workdir)
+    floor_process, floor_url = serve_floor(workdir, database_url)
     try:
         with contextlib.ExitStack() as servers:
             url = {lines: servers.enter_context(locky_server(workdir, locky_env(u), workers=WORKERS)).url
@@ -329,6 +351,8 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
                 (f"GET /users?limit=50 {CLOSE}", url[10], listing_close),
                 ("GET /users/{id}, 1,000 policy lines", url[1000], item),
                 ("GET /users/{id}, 10,000 policy lines", url[10_000], item),
+                (FLOOR_ITEM, floor_url, floor_item),
+                (FLOOR_LIST, floor_url, floor_listing),
             ]
             for _, u, script in scenarios:
                 load.run("warm-up", u, script, seconds=2)
@@ -357,6 +381,7 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
             checkpw_busy = (before + after) / 2  # every core checking at once, for context
     finally:
         stop(hello_process)
+        stop(floor_process)
     drop_databases(engine, server_url, [f"{BENCH_DB}_p{lines}" for lines in POLICY_SIZES[1:]])
 
     log(f"[{engine}] memory ...")
@@ -375,6 +400,13 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
                                        f"{r.p99_ms:.1f} ms (hello: {merged[hello[0].name].p99_ms:.1f} ms)",
                                        r.p99_ms < 25))
             report.checks.append(Check(engine, f"{name}: no errors", str(r.errors), r.errors == 0))
+    # What any design reaches that asks the database once per request (benchmarks/floor.py).
+    for floor, path, target in ((FLOOR_ITEM, "GET /users/{id}", 0.8), (FLOOR_LIST, "GET /users?limit=50", 0.6)):
+        hello = runs["hello (bare Falcon, same server)"]
+        bound = statistics.median(f.rps / h.rps for f, h in zip(runs[floor], hello))
+        locky = statistics.median(r.rps / h.rps for r, h in zip(runs[path], hello))
+        report.bounds.append(Check(engine, floor, f"{bound:.2f}x hello (Locky's {path}: {locky:.2f}x; target {target}x)",
+                                   bound >= target))
     small = runs["GET /users/{id}"]
     for lines in (1000, 10_000):
         big = runs[f"GET /users/{{id}}, {lines:,} policy lines"]
@@ -488,6 +520,12 @@ def print_table(reports: list[EngineReport]) -> None:
             print(f"{check.engine + ': ' + check.target:<58} {check.measured:<52} {'yes' if check.ok else 'NO'}")
         for note in report.notes:
             print(f"{report.engine}: {note}")
+    print("\nthe database floor, not a target: bare Falcon and the one statement a read needs (benchmarks/floor.py)")
+    print(f"{'scenario':<58} {'req/s ratio, paired rounds':<52} reaches the target")
+    print("-" * 128)
+    for report in reports:
+        for bound in report.bounds:
+            print(f"{bound.engine + ': ' + bound.target:<58} {bound.measured:<52} {'yes' if bound.ok else 'no'}")
 
 
 if __name__ == "__main__":
