@@ -32,9 +32,10 @@ import threading
 import time
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
+from functools import partial
 from typing import Any, Callable, Hashable, Protocol
 
-from locky.records import Authenticated
+from locky.records import Authenticated, Page
 
 __all__ = ["MISSING", "Cache", "CachingStorage", "ChangeBus", "REVISION", "SESSION", "USERS", "USER_ID",
            "USER_UUID", "current_request", "filling", "keep_listening", "request_ended", "request_started"]
@@ -153,7 +154,9 @@ def keep_listening(stop: threading.Event, open_session: Callable[[], Any], liste
 
 class Cache:
     """Values by key, each kept at most ``max_age`` seconds, usable while ``fresh()``.
-    An entry may carry tags: :meth:`drop_tag` drops every entry with that tag."""
+    An entry may carry tags: :meth:`drop_tag` drops every entry with that tag. An entry
+    weighs 1 unless :meth:`put` says more (a page weighs its records): a cache whose
+    entries would weigh more than ``max_entries`` together is emptied."""
 
     def __init__(self, max_age: float, fresh: Callable[[], bool], max_entries: int = 100_000,
                  fresh_to_store: Callable[[], bool] | None = None):
@@ -162,7 +165,8 @@ class Cache:
         self.fresh_to_store = fresh_to_store or fresh
         self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._entries: dict[Hashable, tuple[Any, float]] = {}
+        self._entries: dict[Hashable, tuple[Any, float, int]] = {}  # value, when kept, weight
+        self._weight = 0
         self._tagged: dict[str, set[Hashable]] = {}
         self._generation = 0
         self.hits = 0
@@ -201,37 +205,65 @@ class Cache:
         """Take before reading storage; give to :meth:`put` with the result."""
         return self._generation
 
-    def put(self, key: Hashable, value: Any, token: int, tags: tuple[str, ...] = ()) -> None:
+    def put(self, key: Hashable, value: Any, token: int, tags: tuple[str, ...] = (), weight: int = 1) -> None:
         """Keep ``value`` unless something was invalidated since ``token`` was taken:
         a read that started before an invalidation must not store what it replaced."""
         if not self.fresh_to_store():  # first: a bus may empty the cache while it checks
             return
         with self._lock:
-            if token != self._generation:
+            if token != self._generation or weight > self.max_entries:
                 return
-            if len(self._entries) >= self.max_entries:
+            self._pop(key)
+            if self._weight + weight > self.max_entries:
                 self._entries.clear()
                 self._tagged.clear()
-            self._entries[key] = (value, time.monotonic())
+                self._weight = 0
+            self._entries[key] = (value, time.monotonic(), weight)
+            self._weight += weight
             for tag in tags:
                 self._tagged.setdefault(tag, set()).add(key)
+
+    def _pop(self, key: Hashable) -> None:
+        """Forget ``key``'s entry (the lock held)."""
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self._weight -= entry[2]
 
     def drop(self, key: Hashable) -> None:
         with self._lock:
             self._generation += 1
-            self._entries.pop(key, None)
+            self._pop(key)
 
     def drop_tag(self, tag: str) -> None:
         with self._lock:
             self._generation += 1
             for key in self._tagged.pop(tag, ()):
-                self._entries.pop(key, None)
+                self._pop(key)
 
     def clear(self) -> None:
         with self._lock:
             self._generation += 1
             self._entries.clear()
             self._tagged.clear()
+            self._weight = 0
+
+
+def _kept(cache: Cache, key: Hashable, read: Callable[[], Any], how: Callable[[Any], dict]) -> Any:
+    """``cache``'s value of ``key``, else ``read()``, kept (unless ``None``) with the
+    :meth:`Cache.put` arguments ``how(value)`` gives. The read is marked as one a cache
+    keeps (:func:`filling`)."""
+    found = cache.get(key)
+    if found is not MISSING:
+        return found
+    token = cache.token()
+    marked = _filling.set(True)
+    try:
+        found = read()
+    finally:
+        _filling.reset(marked)
+    if found is not None:
+        cache.put(key, found, token, **how(found))
+    return found
 
 
 def user_tags(user) -> tuple[str, str]:
@@ -239,15 +271,26 @@ def user_tags(user) -> tuple[str, str]:
     return USER_ID + str(user.id), USER_UUID + user.uuid
 
 
-class _Through:
-    """Everything not overridden goes to the wrapped store unchanged."""
+#: The reads of a record store that :class:`CachingStorage` keeps when its bus sees every
+#: commit (``sees_every_commit``): by id and uuid, pages (as records or documents), counts.
+RECORD_READS = frozenset({"get", "get_by_uuid", "list", "list_documents", "count"})
 
-    def __init__(self, inner, owner: "CachingStorage"):
+
+class _Through:
+    """Everything not overridden goes to the wrapped store unchanged; with ``kind`` (a
+    record store's name) and a bus that sees every commit, its :data:`RECORD_READS`
+    come from :meth:`CachingStorage.read`."""
+
+    def __init__(self, inner, owner: "CachingStorage", kind: str | None = None):
         self._inner = inner
         self._owner = owner
+        self._kind = kind
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        found = getattr(self._inner, name)
+        if self._kind is not None and name in RECORD_READS and self._owner.caches_everything:
+            return partial(self._owner.read, (self._kind, name), found)
+        return found
 
     def _write(self, what: str, method: str, *args, **kwargs):
         with self._owner.changing(what):
@@ -355,17 +398,27 @@ class CachingStorage:
     ``caches_only_records`` true learns whether the cache may be used from the session
     read (:mod:`locky_pony.revision_bus`): sessions and the policy revision then always
     come from the wrapped storage, and only user records from the cache.
+
+    A bus with ``sees_every_commit`` true (:mod:`locky_pony.data_version`) empties the
+    cache after any commit, whatever it changed and whoever made it: then the reads of
+    every record kind, lists and counts included (:data:`RECORD_READS`), are kept too,
+    in a cache of their own (:meth:`read`) that asks the bus before every use, so that a
+    request that wrote anything (through this wrapper or not) reads its own writes.
     """
 
     def __init__(self, inner, bus: ChangeBus, *, max_age: float = 10.0, max_entries: int = 100_000):
         self.inner = inner
         self.bus = bus
         self.caches_only_records = bool(getattr(bus, "caches_only_records", False))
-        self.cache = Cache(max_age, bus.fresh, max_entries, getattr(bus, "fresh_to_store", None))
-        self.users = _Users(inner.users, self)
-        self.groups = inner.groups
-        self.members = inner.members
-        self.roles = _Roles(inner.roles, self)
+        self.caches_everything = bool(getattr(bus, "sees_every_commit", False)) and not self.caches_only_records
+        fresh_to_store = getattr(bus, "fresh_to_store", None)
+        self.cache = Cache(max_age, bus.fresh, max_entries, fresh_to_store)
+        # Pages weigh their records: ``max_entries`` records in all.
+        self.reads = Cache(max_age, fresh_to_store or bus.fresh, max_entries)
+        self.users = _Users(inner.users, self, "users")
+        self.groups = _Through(inner.groups, self, "groups")
+        self.members = _Through(inner.members, self, "members")
+        self.roles = _Roles(inner.roles, self, "roles")
         self.sessions = _Sessions(inner.sessions, self)
         self.throttle = inner.throttle
         self.grants = _Grants(inner.grants, self)
@@ -401,21 +454,25 @@ class CachingStorage:
         """``read(argument)`` from the cache under ``key``, else from storage (kept when
         found: what is missing now may be created later). A session is kept as
         ``(session, user)``; records and sessions carry their user's tags."""
-        found = self.cache.get(key)
-        if found is not MISSING:
-            return found
-        token = self.cache.token()
-        marked = _filling.set(True)
+        return _kept(self.cache, key, lambda: read(argument),
+                     lambda found: {"tags": user_tags(found[1] if isinstance(found, tuple) else found)})
+
+    def read(self, what: tuple[str, str], read: Callable[..., Any], *args, **kwargs):
+        """``read(*args, **kwargs)`` (the record store read ``what``: its kind and method)
+        from :attr:`reads`, else from storage (kept unless ``None``). A page comes with a
+        list of its own; its records (and documents) are shared with the cache, for
+        reading only."""
+        key = (what, args, tuple(sorted(kwargs.items())))
         try:
-            found = read(argument)
-        finally:
-            _filling.reset(marked)
-        if found is not None:
-            user = found[1] if isinstance(found, tuple) else found
-            self.cache.put(key, found, token, user_tags(user))
-        return found
+            hash(key)
+        except TypeError:  # an argument that cannot be a key (a list of values, say)
+            return read(*args, **kwargs)
+        found = _kept(self.reads, key, lambda: read(*args, **kwargs),
+                      lambda found: {"weight": len(found.items) + 1 if isinstance(found, Page) else 1})
+        return Page(list(found.items), found.next_after_id) if isinstance(found, Page) else found
 
     def _heard(self, what: str) -> None:
+        self.reads.clear()  # any announcement: a page or count may hold what it names
         if what.startswith(SESSION):
             self.cache.drop(what)
         elif what.startswith((USER_ID, USER_UUID)):
@@ -427,6 +484,7 @@ class CachingStorage:
 
     def _reset(self) -> None:
         self.cache.clear()
+        self.reads.clear()
 
     # -- Storage -------------------------------------------------------------------
 

@@ -53,6 +53,10 @@ log = logging.getLogger("locky.storage")
 class DataVersionBus:
     """The change bus of :mod:`locky.storage_cache` over SQLite's ``PRAGMA data_version``."""
 
+    #: Any commit moves the number, whatever it changed: the storage cache may keep the
+    #: reads of every record kind, pages and counts included.
+    sees_every_commit = True
+
     def __init__(self, path: str, timeout: float):
         self.path = path
         self.timeout = timeout
