@@ -19,7 +19,7 @@ from locky.app import create_app
 from locky.errors import Forbidden, Invalid
 from locky.records import Authenticated, Group, Member, Permission, Role, User
 from locky.testing import make_settings
-from locky.testing.databases import run_sql as raw
+from locky.testing.databases import run_sql as raw, scratch_database
 from locky.testing.pgbouncer import pgbouncer
 
 
@@ -246,6 +246,33 @@ def test_authenticate_finds_a_live_session_its_live_user_and_the_revision(storag
     for unknown in ("33333333-3333-4333-8333-333333333333", "", None, 7, b"x"):
         assert storage.sessions.authenticate(unknown) is None
     assert not hasattr(storage, "authenticate")  # one way in: storage.sessions.authenticate
+
+
+@pytest.mark.backend
+def test_the_authentication_read_needs_no_statistics(postgres_database):
+    """On a new PostgreSQL database, before any ``ANALYZE``, the authentication read
+    finds the session's user by its uuid key. (Filtering on the user's ``del_token``
+    made the planner walk the live users through the ``(del_token, id)`` index and
+    compare each one's uuid.)"""
+    with scratch_database(postgres_database.url) as fresh:
+        app = app_for(fresh.url)
+        try:
+            storage = app.context.storage
+            raw(fresh.url, "ALTER TABLE locky_users SET (autovacuum_enabled = false)")
+            users = [storage.users.create(name=f"n{i}", email=f"u{i}@example.com", password_hash="h")
+                     for i in range(200)]
+            session = storage.sessions.create(uuid="11111111-1111-4111-8111-111111111111",
+                                              user_uuid=users[-1].uuid, refresh_jti="a")
+            assert raw(fresh.url, "SELECT last_analyze, last_autoanalyze FROM pg_stat_user_tables"
+                                  " WHERE relname = 'locky_users'") == [(None, None)]
+            statement = storage.sessions._authentication.statement
+            plan = "\n".join(row[0] for row in raw(fresh.url, "EXPLAIN " + statement.direct, session.uuid))
+            assert "locky_users_uuid_key" in plan and "del_token" not in plan, plan
+            assert storage.sessions.authenticate(session.uuid).user == users[-1]
+            storage.users.delete(users[-1].id)
+            assert storage.sessions.authenticate(session.uuid) is None
+        finally:
+            app.close()
 
 
 # ---------------------------------------------------------------------------
