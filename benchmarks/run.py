@@ -335,8 +335,9 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
     floor_item = load.get_script(read_paths(seeded, "item", floor=True), None)
     floor_listing = load.get_script(read_paths(seeded, "list", floor=True), None)
     hello_process, hello_url = serve_hello(workdir)
-    floor_process, floor_url = serve_floor(workdir, database_url)
+    floor_process = None
     try:
+        floor_process, floor_url = serve_floor(workdir, database_url)
         with contextlib.ExitStack() as servers:
             url = {lines: servers.enter_context(locky_server(workdir, locky_env(u), workers=WORKERS)).url
                    for lines, u in urls.items()}
@@ -381,7 +382,8 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
             checkpw_busy = (before + after) / 2  # every core checking at once, for context
     finally:
         stop(hello_process)
-        stop(floor_process)
+        if floor_process is not None:
+            stop(floor_process)
     drop_databases(engine, server_url, [f"{BENCH_DB}_p{lines}" for lines in POLICY_SIZES[1:]])
 
     log(f"[{engine}] memory ...")
