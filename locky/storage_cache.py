@@ -472,7 +472,8 @@ class CachingStorage:
         return Page(list(found.items), found.next_after_id) if isinstance(found, Page) else found
 
     def _heard(self, what: str) -> None:
-        self.reads.clear()  # any announcement: a page or count may hold what it names
+        if self.caches_everything:  # any announcement: a page or count may hold what it names
+            self.reads.clear()
         if what.startswith(SESSION):
             self.cache.drop(what)
         elif what.startswith((USER_ID, USER_UUID)):
