@@ -3,6 +3,9 @@ rotation and logout."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import secrets
 import uuid
 from typing import Any
@@ -91,12 +94,36 @@ class Accounts:
                 storage.throttle.forgive(address_key)
         else:
             self._succeeded(email, address_key)
-        if hasher.needs_rehash(user.password_hash):
-            user = storage.users.update(user.id, password_hash=hasher.hash(password))
+        # The slow work before the transaction that decides, never between.
+        rehash = hasher.hash(password) if hasher.needs_rehash(user.password_hash) else None
         self._may_log_in(user, request_id)
         if user.mfa_enabled:
+            if rehash is not None:
+                with storage.atomic():
+                    self._still(user, rehash)
             return self._mfa_challenge(user)
-        return self._logged_in(user, request_id)
+        return self._logged_in(user, request_id, rehash=rehash)
+
+    def _still(self, checked: User, rehash: str | None = None) -> User | None:
+        """Inside an atomic block: ``checked``'s user as stored now, locked until the
+        block ends, or ``None`` when the password that was checked is no longer the
+        account's (a reset, a change or a deletion committed meanwhile). With
+        ``rehash``, the same password's hash at the hasher's current cost replaces it.
+
+        A login decides on the password it checked and writes its session in the same
+        transaction as this lock, so a reset or change racing it either commits first
+        (and the login fails here) or waits for the login and then ends its session."""
+        users = self.context.storage.users
+        current = users.for_update(checked.uuid)
+        if current is None or current.password_hash != checked.password_hash:
+            return None
+        if rehash is not None:
+            current = users.update(current.id, password_hash=rehash)
+        return current
+
+    def _refused(self, user: User) -> bool:
+        """Whether :meth:`_may_log_in` refuses ``user``."""
+        return user.disabled or (self.settings.require_verified_email and not user.email_verified)
 
     def _may_log_in(self, user: User, request_id: str | None) -> None:
         """Refusals that come after a right password (so they tell nothing to a guesser)."""
@@ -108,28 +135,46 @@ class Accounts:
             raise Forbidden("Confirm your email address first: use the code sent to it, or ask for a new"
                             " one at /v1/public/users/verify/resend.", title="Email not verified")
 
-    def _logged_in(self, user: User, request_id: str | None) -> dict[str, Any]:
+    def _logged_in(self, checked: User, request_id: str | None, rehash: str | None = None) -> dict[str, Any]:
+        """The session of a login whose credentials were checked on ``checked``: made
+        only if they are still the account's, in the transaction that locks the user."""
         # The tokens first: issuing may rotate an old signing key, a write of its own that
         # must not join (and conflict inside) the login's transaction.
         session_uuid = str(uuid.uuid4())
-        refresh = self.context.tokens.issue(user_uuid=user.uuid, session_uuid=session_uuid, kind="refresh")
-        body = self._token_body(user, session_uuid, refresh.token)
-        with self.context.storage.atomic():  # the login and its event, together
-            self.context.storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=refresh.jti)
-            self.context.audit.record(audit.LOGIN_SUCCEEDED, target_type="user", target_uuid=user.uuid,
-                                      actor_uuid=user.uuid,
-                                      details={"email": user.email, "session_uuid": session_uuid,
-                                               "mfa": user.mfa_enabled})
+        refresh = self.context.tokens.issue(user_uuid=checked.uuid, session_uuid=session_uuid, kind="refresh")
+        storage = self.context.storage
+        with storage.atomic():  # the check, the login and its event, together
+            user = self._still(checked, rehash)
+            if user is not None and not self._refused(user):
+                storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=refresh.jti)
+                self.context.audit.record(audit.LOGIN_SUCCEEDED, target_type="user", target_uuid=user.uuid,
+                                          actor_uuid=user.uuid,
+                                          details={"email": user.email, "session_uuid": session_uuid,
+                                                   "mfa": user.mfa_enabled})
+        if user is None:
+            raise Unauthorized(BAD_LOGIN)
+        self._may_log_in(user, request_id)  # disabled or unverified meanwhile: refused, with its event
         self.context.emit(events.LOGIN_SUCCEEDED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
-        return body
+        return self._token_body(user, session_uuid, refresh.token)
 
     def _mfa_challenge(self, user: User) -> dict[str, Any]:
         """The first step's answer for a user with a second factor: no tokens, an
-        ``mfa_token`` (single-use, :data:`MFA_TOKEN_TTL` seconds) for the second step."""
-        token = new_code()
+        ``mfa_token`` (single-use, :data:`MFA_TOKEN_TTL` seconds) for the second step.
+
+        The token ends in a keyed digest of the password hash it was earned with
+        (:meth:`_password_mark`), and storage keeps the hash of the whole token, so the
+        mark cannot be altered: a password reset or change between the two steps makes
+        the second one fail, as it ends the sessions of finished logins."""
+        token = f"{new_code()}.{self._password_mark(user)}"
         self.context.storage.codes.add(code_hash=hash_code(token), purpose="mfa", user_uuid=user.uuid,
                                        email=user.email, expires_at=utcnow() + timedelta(seconds=MFA_TOKEN_TTL))
         return {"mfa_required": True, "mfa_token": token, "methods": list(MFA_METHODS)}
+
+    def _password_mark(self, user: User) -> str:
+        """A keyed digest of ``user``'s password hash (telling nothing of it)."""
+        digest = hmac.new(self.settings.jwt_secret.encode(), b"mfa-token:" + user.password_hash.encode(),
+                          hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest[:12]).decode()
 
     def login_mfa(self, mfa_token: str, code: str, request_id: str | None = None,
                   client_address: str | None = None) -> dict[str, Any]:
@@ -152,11 +197,13 @@ class Accounts:
         if storage.codes.use(token_hash, "mfa", now=utcnow()) is None:  # spent by a concurrent request
             raise Unauthorized(BAD_MFA_TOKEN)
         self._succeeded(user.email, address_key)
-        user = storage.users.get_by_uuid(user.uuid)
-        if user is None:
-            raise Unauthorized(BAD_MFA_TOKEN)
+        if not hmac.compare_digest(mfa_token.rpartition(".")[2], self._password_mark(user)):
+            raise Unauthorized(BAD_MFA_TOKEN)  # the password of the first step changed since
         self._may_log_in(user, request_id)
-        return self._logged_in(user, request_id)
+        try:
+            return self._logged_in(user, request_id)
+        except Unauthorized:
+            raise Unauthorized(BAD_MFA_TOKEN) from None
 
     def second_factor(self, user: User, code: str) -> bool:
         """Whether ``code`` is a TOTP code not used before or an unused recovery code of
@@ -237,11 +284,16 @@ class Accounts:
         }
 
     def refresh(self, refresh_token: str, request_id: str | None = None) -> dict[str, Any]:
-        tokens, sessions = self.context.tokens, self.context.storage.sessions
+        """New tokens for a refresh token, which is spent. The user is locked and read in
+        the rotation's transaction, so the one presentation that rotates is the one
+        answered with tokens: a reuse racing it (which ends the login) can no longer
+        leave it without them while the trail says it refreshed."""
+        tokens, storage = self.context.tokens, self.context.storage
         claims = tokens.verify(refresh_token, kind="refresh")
         new = tokens.issue(user_uuid=claims.subject, session_uuid=claims.session_uuid, kind="refresh")
-        with self.context.storage.atomic():  # the rotation and its event, together
-            rotated = sessions.rotate(claims.session_uuid, claims.jti, new.jti)
+        with storage.atomic():  # the user, the rotation and its event, together
+            user = storage.users.for_update(claims.subject)
+            rotated = storage.sessions.rotate(claims.session_uuid, claims.jti, new.jti)
             self.context.audit.record(audit.TOKEN_REFRESHED if rotated else audit.TOKEN_REUSE_DETECTED,
                                       target_type="session", target_uuid=claims.session_uuid,
                                       actor_uuid=claims.subject, details={"user_uuid": claims.subject})
@@ -250,10 +302,9 @@ class Accounts:
                               details={"session_uuid": claims.session_uuid, "reason": "refresh token reused or revoked"},
                               request_id=request_id)
             raise Unauthorized("The refresh token has been used or revoked.")
-        found = sessions.identity(claims.session_uuid)
-        if found is None or found[1].uuid != claims.subject or found[1].disabled:
+        if user is None or user.disabled:  # deleting or disabling ends the sessions in its transaction
             raise Unauthorized("The refresh token has been revoked.")
-        return self._token_body(found[1], claims.session_uuid, new.token)
+        return self._token_body(user, claims.session_uuid, new.token)
 
     def logout(self, identity: Identity, request_id: str | None = None) -> None:
         if identity.session_uuid and revoke_session(self.context, identity.session_uuid, "logout", identity.user.uuid):

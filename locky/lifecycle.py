@@ -79,11 +79,17 @@ class Lifecycle:
         if user is None or user.email != found.email:
             raise Invalid.one("token", BAD_TOKEN)
         password_rules.check(password, email=user.email, name=user.name)
-        password_hash = self.context.password_hasher.hash(password)
+        password_hash = self.context.password_hasher.hash(password)  # the slow part, before deciding
         with self.storage.atomic():
+            # Decided on the row as it is now, locked until the commit: an email change
+            # that committed while the password was hashed makes the code prove an
+            # address the account no longer has, so it must not mark the new one proved.
+            current = users.for_update(user.uuid)
+            if current is None or current.email != found.email:
+                raise Invalid.one("token", BAD_TOKEN)
             if codes.use(found.code_hash, letters.RESET, now=utcnow()) is None:
                 raise Invalid.one("token", BAD_TOKEN)
-            user = users.update(user.id, password_hash=password_hash, email_verified=True)
+            user = users.update(current.id, password_hash=password_hash, email_verified=True)
             revoked = self.storage.sessions.revoke_all(user.uuid)
             self.context.audit.record(audit.PASSWORD_RESET, target_type="user", target_uuid=user.uuid,
                                       details={"email": user.email, "sessions_ended": revoked})

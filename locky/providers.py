@@ -156,6 +156,20 @@ class UserStore(RecordStore[User], Protocol):
         sets ``email_verified`` false in the same write, unless the changes set it
         themselves. Users do not move :meth:`Storage.revision`."""
 
+    def for_update(self, uuid: str) -> User | None:
+        """The live user ``uuid`` as stored now, or ``None`` (unknown, deleted, or
+        ``uuid`` not a ``str``), read from the primary.
+
+        Inside :meth:`Storage.atomic` the row stays locked against every other write to
+        it (``update``, ``delete``, ``mark_verified``, the second-factor changes) until
+        the block ends, also across processes sharing the database (a SQL backend:
+        ``SELECT ... FOR UPDATE``; SQLite: the database's write lock). Locky decides on
+        what it returns and writes in the same block, so no change can slip between a
+        check and its write (a reset racing an email change, a login racing a password
+        change): it calls ``for_update`` first in the block, as every caller locks the user
+        before its sessions, codes or second factor, so two blocks never wait on each
+        other the wrong way round."""
+
     def mark_verified(self, uuid: str, email: str) -> User | None:
         """Set ``email_verified`` on the live user ``uuid`` if its email is still
         ``email`` (a verification code proves only the address it was sent to); the

@@ -6,7 +6,7 @@ import falcon
 
 from locky import audit, events, letters, password_rules
 from locky.accounts import Accounts
-from locky.errors import Invalid
+from locky.errors import Invalid, NotFound, StateConflict
 from locky.media import load, read_json
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -126,6 +126,15 @@ class UserWrites:
         end_logins = password is not None or (new_email and not own) or disabling
         storage = self.context.storage
         with storage.atomic():
+            # What was decided above (the current password, whether the email is new,
+            # whether this disables) holds only for the row as read then: it is locked
+            # now and must still be that row, or nothing is written.
+            current = self.store.for_update(user.uuid)
+            if current is None:
+                raise NotFound()
+            if (current.email, current.password_hash, current.disabled) != (user.email, user.password_hash, user.disabled):
+                raise StateConflict("The account's email, password or status changed while this request was"
+                                    " handled: read it again and retry.")
             record = self.store.update(id, **changes)
             if new_email:
                 storage.outbox.put(purpose=letters.VERIFY, email=record.email, user_uuid=record.uuid)
@@ -210,12 +219,14 @@ def routes(context) -> list[Route]:
         )),
         Route("/v1/private/users/{id:id}", UserWrites(context, accounts), (
             Operation("put", "Update a user (themself, or any as admin)", tag, body="UserUpdateRequest",
-                      response="User", errors=(400, 401, 403, 404, 413, 415, 429, 503),
+                      response="User", errors=(400, 401, 403, 404, 409, 413, 415, 429, 503),
                       description="Only the fields present change. Changing your own password or email needs"
                                   " current_password (checked and counted like a login: 429 when the login"
                                   " throttle is spent). A new password ends every other login of the user;"
                                   " a password or email set by an admin ends all of them. A new email is"
                                   " unverified (email_verified false) and gets a verification message."
+                                  " 409 when the account's email, password or status changed while the"
+                                  " request was handled (nothing is written; read it again and retry)."
                                   " disabled: admins only (403 otherwise), never on oneself (400); true"
                                   " ends every login of the user."),
             Operation("delete", "Delete a user (soft): memberships and tokens end too", tag, status=204,

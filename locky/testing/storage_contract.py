@@ -1099,6 +1099,45 @@ class StorageContract:
         storage.users.delete(user.id)
         assert storage.users.mark_verified(user.uuid, "ada.l@example.com") is None
 
+    def test_for_update_reads_the_live_user(self, storage):
+        user = self.user(storage)
+        assert storage.users.for_update(user.uuid) == user
+        moved = storage.users.update(user.id, password_hash="$2b$04$" + "y" * 53, email="ada.l@example.com")
+        locked = storage.users.for_update(user.uuid)
+        assert locked == moved and locked.password_hash == "$2b$04$" + "y" * 53
+        assert storage.users.for_update("00000000-0000-4000-8000-000000000000") is None
+        assert storage.users.for_update(7) is None
+        storage.users.delete(user.id)
+        assert storage.users.for_update(user.uuid) is None
+
+    def test_for_update_holds_other_writes_until_the_block_ends(self, storage):
+        """A check on the locked row and the write that follows it are one step: a
+        concurrent update of that user waits for the block, and never lands between."""
+        user = self.user(storage)
+        locked, released = threading.Event(), threading.Event()
+        seen: list[str] = []
+
+        def holder():
+            with storage.atomic():
+                current = storage.users.for_update(user.uuid)
+                locked.set()
+                released.wait(5)
+                time.sleep(0.2)  # the other writer has had time to try
+                seen.append(current.name)
+                storage.users.update(current.id, name=current.name + " (held)")
+
+        def writer():
+            locked.wait(5)
+            released.set()
+            storage.users.update(user.id, name="Bob")
+            seen.append("wrote")
+
+        with ThreadPoolExecutor(2) as pool:
+            for future in [pool.submit(holder), pool.submit(writer)]:
+                future.result(30)
+        assert seen == ["Ada", "wrote"]  # the writer finished after the holder's block
+        assert storage.users.get(user.id).name == "Bob"
+
     # -- codes ------------------------------------------------------------------
 
     def test_code_add_and_find(self, storage):

@@ -233,6 +233,15 @@ class UserStore(Collection):
         return user_record(row)
 
     @transaction
+    def for_update(self, uuid: str) -> User | None:
+        # Inside a caller's atomic block the lock holds until it commits (see the module
+        # docstring: the block's first statement); alone it is a fresh primary read.
+        if not isinstance(uuid, str):
+            return None
+        row = self.entity.get_for_update(uuid=uuid, del_token=0)
+        return None if row is None else user_record(row)
+
+    @transaction
     def mark_verified(self, uuid: str, email: str) -> User | None:
         if not isinstance(uuid, str) or not isinstance(email, str):
             return None

@@ -218,6 +218,11 @@ class UserStore(_Records):
                     changed["email_verified"] = False
             return self._store(dataclasses.replace(user, **changed, updated_at=now())) if changed else user
 
+    def for_update(self, uuid: str) -> User | None:
+        # Inside atomic() the storage's one lock is held until the block ends.
+        with self.lock:
+            return self.get_by_uuid(uuid) if isinstance(uuid, str) else None
+
     def mark_verified(self, uuid: str, email: str) -> User | None:
         with self.lock:
             user = self.get_by_uuid(uuid)
