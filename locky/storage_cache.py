@@ -38,7 +38,8 @@ from typing import Any, Callable, Hashable, Protocol
 from locky.records import Authenticated, Page
 
 __all__ = ["MISSING", "Cache", "CachingStorage", "ChangeBus", "REVISION", "SESSION", "USERS", "USER_ID",
-           "USER_UUID", "current_request", "filling", "keep_listening", "request_ended", "request_started"]
+           "USER_UUID", "current_request", "filling", "keep_listening", "request_ended", "request_started",
+           "stale_ok", "stale_reads"]
 
 MISSING = object()
 
@@ -96,6 +97,31 @@ def filling() -> bool:
     it from the primary, never from a read replica, whose lag the cache would keep past
     the replica's own bound (:mod:`locky_pony.reader`)."""
     return _filling.get()
+
+
+#: Whether the caller of the reads made in this context can take an answer a little
+#: behind the latest writes (:func:`stale_reads`).
+_stale_ok: ContextVar[bool] = ContextVar("locky_stale_ok", default=False)
+
+
+@contextmanager
+def stale_reads():
+    """Around reads whose caller can take an answer a little behind the latest writes:
+    the read API's plain lists, counts and reads by id (:mod:`locky.resources.records`).
+    A storage may answer those from a read replica within its lag bound. Every other
+    read is fresh: a write and the existence check it decides on, authentication,
+    authorization answers, and a read a cache keeps (:func:`filling`)."""
+    marked = _stale_ok.set(True)
+    try:
+        yield
+    finally:
+        _stale_ok.reset(marked)
+
+
+def stale_ok() -> bool:
+    """Whether the read being made may be answered from a read replica: its caller said
+    so (:func:`stale_reads`) and no cache will keep it (:func:`filling`)."""
+    return _stale_ok.get() and not _filling.get()
 
 
 class ChangeBus(Protocol):

@@ -1,4 +1,9 @@
-"""Reads shared by every record kind: list, count and get, under ``/v1/internal``."""
+"""Reads shared by every record kind: list, count and get, under ``/v1/internal``.
+
+These are the only reads that say they can take an answer a little behind the latest
+writes (:func:`locky.storage_cache.stale_reads`): a storage with read replicas may
+answer them from one within its lag bound. The policy check before each stays fresh, as
+does every read of the writes, authentication and the authorization API."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from locky.errors import NotFound
 from locky.media import QueryLoader
 from locky.providers import DocumentPages
 from locky.routes import ID_PARAMETER, Operation, Route
+from locky.storage_cache import stale_reads
 
 
 @dataclass(frozen=True)
@@ -49,21 +55,26 @@ class RecordReads:
     def on_get(self, req, resp) -> None:
         query = self._query(req)
         if self.document_fields is not None:
-            page = self.store.list_documents(self.document_fields, **query)
+            with stale_reads():
+                page = self.store.list_documents(self.document_fields, **query)
             items = page.items
         else:
-            page = self.store.list(**query)
+            with stale_reads():
+                page = self.store.list(**query)
             items = list(map(self.dump, page.items))
         resp.media = {self.kind.name: items, "next_after_id": page.next_after_id}
 
     def on_get_count(self, req, resp) -> None:
         query = self._query(req)
         query.pop("limit"), query.pop("after_id")
-        resp.media = {"count": self.store.count(**query)}
+        with stale_reads():
+            count = self.store.count(**query)
+        resp.media = {"count": count}
 
     def on_get_item(self, req, resp, id: int) -> None:
         self.context.require(req.context.identity, self.kind.name, "read")
-        record = self.store.get(id)
+        with stale_reads():
+            record = self.store.get(id)
         if record is None:
             raise NotFound()
         resp.media = self.dump(record)

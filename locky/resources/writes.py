@@ -15,7 +15,9 @@ def body(context, req, schema) -> dict:
 
 
 def live(store, id: int):
-    """The live record ``id`` of ``store`` or a 404."""
+    """The live record ``id`` of ``store`` or a 404, as stored now: never a read replica's
+    answer (not inside :func:`locky.storage_cache.stale_reads`), which would 404 a record
+    created a moment ago."""
     record = store.get(id)
     if record is None:
         raise NotFound()

@@ -54,12 +54,12 @@ from typing import NamedTuple
 import orjson
 from pony.orm import core
 
-from locky.storage_cache import filling
+from locky.storage_cache import stale_ok as caller_takes_stale
 
 from .deadline import WATCHDOG
 from .guard import LOST, TRANSIENT, classify, quick, root_cause, transaction, unavailable
 from .pool import BoundedPool, PoolTimeout
-from .replicas import Replicas
+from .replicas import PRIMARY_POSITION_SQL, Replicas
 
 #: PostgreSQL SQLSTATEs meaning the connection's prepared statements are not what this
 #: reader recorded: "does not exist" (dropped by ``DISCARD ALL`` or ``DEALLOCATE``) and
@@ -111,6 +111,8 @@ class Reader:
         self._prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.local = threading.local()
         self._in_transaction = transaction(self._pony_select)
+        #: The primary's WAL position, read to measure a replica's lag (:mod:`.replicas`).
+        self._primary_position = self.statement(PRIMARY_POSITION_SQL) if replicas is not None else None
 
     def select_list(self, columns: str) -> str:
         """A statement's select list of ``columns`` (SQL, comma-separated), packed when
@@ -132,9 +134,11 @@ class Reader:
         return Statement(pony, direct, name, f"PREPARE {name} AS {text}", execute, packed)
 
     def select(self, statement: Statement, params: tuple, *, stale_ok: bool = False) -> list:
-        """The rows of ``statement`` (tuples; lists when it is packed); with ``stale_ok``
-        (and outside a transaction) from a read replica when one is configured and close
-        enough (:mod:`.replicas`)."""
+        """The rows of ``statement`` (tuples; lists when it is packed). With ``stale_ok``
+        (the statement may be answered by a replica), outside a transaction and when the
+        caller can take a stale answer (:func:`locky.storage_cache.stale_ok`: the read
+        API's lists, counts and reads by id), from a read replica when one is configured
+        and close enough (:mod:`.replicas`); otherwise from the primary."""
         rows = self._select(statement, params, stale_ok)
         if statement.packed:
             loads = orjson.loads
@@ -144,7 +148,7 @@ class Reader:
     def _select(self, statement: Statement, params: tuple, stale_ok: bool) -> list[tuple]:
         if core.local.db_session is not None or self.direct is None:
             return self._in_transaction(statement.pony, params)
-        if stale_ok and self.replicas is not None and not filling():  # what a cache keeps: the primary's
+        if stale_ok and self.replicas is not None and caller_takes_stale():
             rows = self._on_replica(statement, params)
             if rows is not None:
                 return rows
@@ -196,7 +200,7 @@ class Reader:
                 try:
                     if new:
                         connection.autocommit = True  # a replica's connections only read
-                    fit = replicas.lag_checked(replica, connection)
+                    fit = replicas.lag_checked(replica, connection, self._read_primary_position)
                     rows = self._fetch(connection, statement, params) if fit else None
                 except BaseException:
                     replica.pool.drop(connection)
@@ -209,6 +213,10 @@ class Reader:
             cause = root_cause(exc)
             replicas.pause(replica, f"{type(cause).__name__}: {(str(cause).strip().splitlines() or [''])[0][:200]}")
             return None
+
+    def _read_primary_position(self) -> str:
+        """The primary's WAL position (``pg_lsn`` text), read on a pooled connection."""
+        return self._on_pool(self._primary_position, ())[0][0]
 
     def _fetch(self, connection, statement: Statement, params: tuple) -> list[tuple]:
         """The rows of ``statement`` on a server connection, prepared on it when reads are."""

@@ -8,9 +8,11 @@ column names follow it) and run by :class:`~.reader.Reader`. Rows become
 per row in value checks and date parsing. Only live rows (``del_token = 0``) are read.
 Which filters a kind has, and how their values are normalised, is the stores' business
 (:mod:`.stores`); this module takes them as given. Reads by id, pages and counts may be
-answered by a read replica (``stale_ok``, :mod:`.replicas`), unless the auth cache will
-keep what they read (:func:`locky.storage_cache.filling`); reads by unique values
-(logins find users by email) and the authentication read never are.
+answered by a read replica (``stale_ok``, :mod:`.replicas`) when their caller asked for
+a read that can be a little stale and no cache will keep it
+(:func:`locky.storage_cache.stale_ok`): only the read API's lists, counts and reads by
+id do. Reads by unique values (logins find users by email) and the authentication read
+never are.
 """
 
 from __future__ import annotations
