@@ -16,7 +16,10 @@ What it does:
 
 - On first use it reads the issuer's metadata (RFC 8414,
   ``<issuer>/.well-known/oauth-authorization-server``), whose ``issuer`` must equal the
-  given URL (a trailing slash aside), then the JWKS at its ``jwks_uri``.
+  given URL (a trailing slash aside), then the JWKS at its ``jwks_uri``, which must be
+  on the issuer's origin (the same scheme, host and port): whoever can change the
+  metadata on its way (a cache, a proxy, a ``Host`` header) cannot send the verifier to
+  keys of their own.
 - Only the public keys of that JWKS verify tokens, each with its own ``alg`` (never
   ``none``, never an HMAC algorithm). A JWKS without a usable key (a Locky configured
   with ``HS256``) stops the verifier with :class:`VerifierError`: there is nothing to
@@ -125,6 +128,22 @@ def _check_url(url: str, what: str, allow_http: bool) -> str:
     if parts.username or parts.password:
         raise VerifierError(f"{what} must not carry credentials")
     return url
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    """The scheme, host and port of an absolute ``http(s)://`` URL (default ports filled in)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        raise VerifierError(f"{url!r} has an invalid port") from None
+    return scheme, (parts.hostname or "").lower(), port or (443 if scheme == "https" else 80)
+
+
+def _show_origin(origin: tuple[str, str, int]) -> str:
+    scheme, host, port = origin
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -363,7 +382,12 @@ class TokenVerifier:
             raise VerifierError(
                 f"the metadata at {self.metadata_url} names the issuer {issuer!r}, not {self.issuer_url!r}: "
                 "configure the verifier with Locky's issuer (LOCKY_JWT_ISSUER / LOCKY_PUBLIC_URL)")
-        _check_url(document.get("jwks_uri"), "the metadata's jwks_uri", self.allow_http)
+        jwks_uri = _check_url(document.get("jwks_uri"), "the metadata's jwks_uri", self.allow_http)
+        if _origin(jwks_uri) != _origin(self.issuer_url):
+            raise VerifierError(
+                f"the metadata's jwks_uri {jwks_uri!r} is not on the issuer's origin "
+                f"{_show_origin(_origin(self.issuer_url))}: keys are fetched from the issuer only "
+                "(Locky builds jwks_uri from LOCKY_PUBLIC_URL, else its issuer; make them name the same origin)")
         return document
 
     def _fetch_keys_locked(self) -> dict[str, _Key]:

@@ -339,8 +339,9 @@ def test_metadata_names_the_issuer_of_the_tokens_and_absolute_urls(app_client, a
     result = client.simulate_get(METADATA, host="auth.test", port=8443, protocol="https")
     assert result.status_code == 200
     assert_cacheable(result.headers)
-    # No LOCKY_PUBLIC_URL: the URLs come from the request, the issuer from host and port.
-    assert_metadata(result.json, "https://auth.test:8443", ISSUER)
+    # No LOCKY_PUBLIC_URL: the URLs come from the issuer (host and port), never from the
+    # request's Host (issue 31, finding 15; tests/hardening/test_metadata_origin.py).
+    assert_metadata(result.json, ISSUER, ISSUER)
     assert claims_of(token)["iss"] == result.json["issuer"]
 
 

@@ -5,6 +5,7 @@ revocation (RFC 7009)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import jwt
@@ -39,15 +40,35 @@ class Jwks:
         resp.cache_control = ["public", f"max-age={JWKS_MAX_AGE}"]
 
 
+def configured_base(settings) -> str | None:
+    """Where Locky's public URLs start, as configured: ``LOCKY_PUBLIC_URL``, else the
+    tokens' issuer when it is an ``http(s)://`` URL (``LOCKY_JWT_ISSUER``, by default
+    ``http://<LOCKY_HOST>:<LOCKY_PORT>``); ``None`` when the issuer is no URL (a URN)
+    and no public URL is set."""
+    if settings.public_base:
+        return settings.public_base
+    issuer = settings.issuer
+    if re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", issuer):
+        return issuer.rstrip("/")
+    return None
+
+
 class Metadata:
-    """RFC 8414's document: where the keys, the login and the token endpoints are."""
+    """RFC 8414's document: where the keys, the login and the token endpoints are.
+
+    Its URLs come from the settings (:func:`configured_base`), never from the request's
+    ``Host``: a client (``locky.client`` follows ``jwks_uri``) or a shared cache must not
+    learn them from whoever asked. Only when nothing names a URL (``LOCKY_JWT_ISSUER`` a
+    URN, no ``LOCKY_PUBLIC_URL``) are they the request's own, and then the answer is
+    ``Cache-Control: no-store``: no cache keeps what one caller's ``Host`` made."""
 
     def __init__(self, context):
         self.context = context
+        self.base = configured_base(context.settings)
 
     def on_get(self, req, resp):
         settings = self.context.settings
-        base = settings.public_base or req.prefix
+        base = self.base or req.prefix
         resp.media = {
             "issuer": settings.issuer,
             "jwks_uri": base + JWKS_PATH,
@@ -60,7 +81,7 @@ class Metadata:
             "response_types_supported": [],
             "id_token_signing_alg_values_supported": [settings.jwt_algorithm],
         }
-        resp.cache_control = ["public", f"max-age={JWKS_MAX_AGE}"]
+        resp.cache_control = ["public", f"max-age={JWKS_MAX_AGE}"] if self.base else ["no-store"]
 
 
 class KeyList:
