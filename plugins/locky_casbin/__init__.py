@@ -37,9 +37,18 @@ GLOBAL_ROLES = frozenset({"admin", "user"})
 
 
 class _PolicySnapshot:
-    """One loaded policy: a Casbin enforcer plus an index of its ``p`` lines by subject."""
+    """One loaded policy: a Casbin enforcer plus an index of its ``p`` lines by subject,
+    and everything cached for it (decisions, closures, the users' global grants). A
+    reload makes a new snapshot, so nothing read for an older policy reaches a newer one."""
 
-    def __init__(self, files: policy_files.PolicyFiles, custom: dict[str, tuple[Permission, ...]]):
+    def __init__(self, files: policy_files.PolicyFiles, custom: dict[str, tuple[Permission, ...]],
+                 revision: int | None = None):
+        #: Storage's policy revision this snapshot was loaded for (``None``: before any read).
+        self.revision = revision
+        #: Global grants (``storage.grants.roles_of``) by user uuid, each read after this
+        #: snapshot was made: a read from before a revoke can only land in the snapshot
+        #: it was read for, which requests past the revoke's revision no longer use.
+        self.grants: dict[str, frozenset[str]] = {}
         model = casbin.Model()
         model.load_model_from_text(files.model_text)
         self.enforcer = casbin.Enforcer(model)
@@ -149,16 +158,18 @@ class _PolicySnapshot:
 
 
 class CasbinAuthorizer:
-    """The ``casbin`` authorizer. Reloads when storage's policy revision moves."""
+    """The ``casbin`` authorizer. Reloads when storage's policy revision moves: a new
+    :class:`_PolicySnapshot`, swapped in whole, that caches the grants it is asked for."""
 
     def __init__(self, context):
         self.storage = context.storage
         self.files = policy_files.load(context.settings.policy_dir)
         self.admin_emails = frozenset(e.strip().lower() for e in context.settings.admin_emails)
         self._lock = threading.Lock()
-        self._revision = None
+        # One attribute, replaced whole: the policy, its revision and the grants read
+        # for it are always seen together (no reader pairs one's revision with
+        # another's grants).
         self._snapshot = _PolicySnapshot(self.files, {})
-        self._grants: dict[str, frozenset[str]] = {}
 
     # -- loading -------------------------------------------------------------
 
@@ -167,13 +178,14 @@ class CasbinAuthorizer:
         # request carries one (one query for both); storage is asked otherwise.
         if revision is None:
             revision = self.storage.revision()
-        if revision != self._revision:
+        snapshot = self._snapshot
+        if revision != snapshot.revision:
             with self._lock:
-                if revision != self._revision:
-                    self._snapshot = _PolicySnapshot(self.files, self.storage.roles.custom_permissions())
-                    self._grants = {}
-                    self._revision = revision
-        return self._snapshot
+                snapshot = self._snapshot
+                if revision != snapshot.revision:
+                    snapshot = _PolicySnapshot(self.files, self.storage.roles.custom_permissions(), revision)
+                    self._snapshot = snapshot
+        return snapshot
 
     def builtin_roles(self) -> list[BuiltinRole]:
         names: dict[str, None] = {}
@@ -201,11 +213,12 @@ class CasbinAuthorizer:
 
     def subjects(self, snapshot: _PolicySnapshot, user: User, group_uuid: str | None) -> list[str]:
         """Every subject the user acts as in this context."""
-        return [subject for subject, _ in self.held(user, group_uuid)]
+        return [subject for subject, _ in self.held(snapshot, user, group_uuid)]
 
-    def held(self, user: User, group_uuid: str | None) -> list[tuple[str, str]]:
+    def held(self, snapshot: _PolicySnapshot, user: User, group_uuid: str | None) -> list[tuple[str, str]]:
         """Every subject the user acts as in this context, with where it holds:
-        ``global``, or ``group`` for the role of the membership in ``group_uuid``."""
+        ``global``, or ``group`` for the role of the membership in ``group_uuid``.
+        Global grants come from ``snapshot``'s cache, filled from storage on a miss."""
         subjects = ["user", user.uuid]
         # An address (LOCKY_ADMIN_EMAILS, a `g, EMAIL, role` line) speaks for an account
         # only once it proved it receives mail there (CONTRACT §7, §11): registering or
@@ -214,12 +227,15 @@ class CasbinAuthorizer:
             subjects.append(user.email)
             if user.email in self.admin_emails:
                 subjects.append("admin")
-        grants = self._grants.get(user.uuid)
+        cache = snapshot.grants
+        grants = cache.get(user.uuid)
         if grants is None:
+            # Read after the snapshot was made, so at its revision or later: never
+            # older than what the snapshot stands for (a grant or revoke moves it).
             grants = self.storage.grants.roles_of(user.uuid)
-            if len(self._grants) > 65536:
-                self._grants = {}
-            self._grants[user.uuid] = grants
+            if len(cache) > 65536:
+                cache.clear()
+            cache[user.uuid] = grants
         subjects.extend(grants)
         held = [(subject, "global") for subject in subjects]
         if group_uuid is not None:
@@ -256,7 +272,7 @@ class CasbinAuthorizer:
         """The roles the user held for this decision and the lines that allowed it."""
         snapshot = self._current(policy_revision)
         dom = "self" if own else "*"
-        held = self.held(user, group_uuid)
+        held = self.held(snapshot, user, group_uuid)
         matched = []
         for subject, scope in held:
             for line in snapshot.matching(subject, dom, resource, action):
@@ -289,9 +305,9 @@ class CasbinAuthorizer:
         on ``write`` also lists ``create``, ``update``, ``delete``)."""
         snapshot = self._current(policy_revision)
         found: dict[tuple, dict] = {}
-        global_roles = {role for subject, _ in self.held(user, None) for role in snapshot.closure(subject)}
+        global_roles = {role for subject, _ in self.held(snapshot, user, None) for role in snapshot.closure(subject)}
         for group_uuid in group_uuids:
-            held = self.held(user, group_uuid)
+            held = self.held(snapshot, user, group_uuid)
             for subject, scope in held:
                 if group_uuid is not None and scope != "group":
                     continue  # the global context lists these once
