@@ -533,12 +533,13 @@ class ExplainedDecisionSchema(Schema):
     roles = fields.List(fields.Nested(HeldRoleSchema), **d("Every role the user held for this decision."))
 
 
-class PermissionsQuerySchema(Schema):
-    class Meta:
-        unknown = RAISE
+class PermissionsQuerySchema(ListQuerySchema):
+    """A page of a user's groups (CONTRACT §5, §19): keyset-paged by membership id."""
 
+    limit = QueryInteger(load_default=50, validate=validate.Range(1, 500), **d("Groups per page, 1-500."))
+    after_id = QueryInteger(load_default=0, validate=validate.Range(0, MAX_U64), **d("List the groups of the user's memberships with id greater than this (next_after_id of the page before); 0, the first page, also lists what holds globally."))
     user_uuid = Uuid("The user.", required=True)
-    group_uuid = Uuid("Only what holds in this group (global rules included).")
+    group_uuid = Uuid("Only what holds in this group (global rules included); one page, no paging.")
 
 
 class GrantedPermissionSchema(Schema):
@@ -550,7 +551,8 @@ class GrantedPermissionSchema(Schema):
 
 
 class PermissionListSchema(Schema):
-    permissions = fields.List(fields.Nested(GrantedPermissionSchema), **d("Everything the user may do there."))
+    permissions = fields.List(fields.Nested(GrantedPermissionSchema), **d("Everything the user may do there: globally (first page only) and in this page's groups."))
+    next_after_id = fields.Integer(allow_none=True, **d("Pass as after_id for the next page of groups; null on the last page."))
 
 
 class SubjectListSchema(Schema):

@@ -86,7 +86,8 @@ def permissions(client, caller, user_uuid, group_uuid=None) -> list[dict]:
         params["group_uuid"] = group_uuid
     result = client.simulate_get(PERMISSIONS, params=params, headers=caller.headers)
     assert result.status_code == 200, result.text
-    assert set(result.json) == {"permissions"}, result.json
+    assert set(result.json) == {"permissions", "next_after_id"}, result.json
+    assert result.json["next_after_id"] is None, result.json  # these users are in few groups
     listed = result.json["permissions"]
     assert isinstance(listed, list)
     for entry in listed:
@@ -508,10 +509,10 @@ def test_permissions_of_a_custom_role_held_globally(locky_client, locky_user, lo
 
 def test_permissions_of_unknown_and_deleted_users_are_empty(locky_client, locky_user, owner, group):
     result = locky_client.simulate_get(PERMISSIONS, params={"user_uuid": NOBODY}, headers=locky_user.headers)
-    assert result.status_code == 200 and result.json == {"permissions": []}, result.text
+    assert result.status_code == 200 and result.json == {"permissions": [], "next_after_id": None}, result.text
     result = locky_client.simulate_get(PERMISSIONS, params={"user_uuid": NOBODY, "group_uuid": group["uuid"]},
                                        headers=locky_user.headers)
-    assert result.status_code == 200 and result.json == {"permissions": []}, result.text
+    assert result.status_code == 200 and result.json == {"permissions": [], "next_after_id": None}, result.text
     gone = locky_client.account("gone@example.com")
     assert permissions(locky_client, locky_user, gone.uuid)
     assert locky_client.simulate_delete(f"/v1/private/users/{gone.id}", headers=gone.headers).status_code == 204
@@ -695,7 +696,9 @@ def test_bad_check_queries_are_field_maps(locky_client, locky_user, params, fiel
         ({"user_uuid": NOBODY, "group_uuid": "g"}, {"group_uuid"}),
         ({"user_uuid": NOBODY, "group_uuid": ""}, {"group_uuid"}),
         ({"user_uuid": NOBODY, "resource": "groups"}, {"resource"}),
-        ({"user_uuid": NOBODY, "limit": "5"}, {"limit"}),
+        ({"user_uuid": NOBODY, "limit": "0"}, {"limit"}),
+        ({"user_uuid": NOBODY, "limit": "501"}, {"limit"}),
+        ({"user_uuid": NOBODY, "after_id": "-1"}, {"after_id"}),
         ({"group_uuid": "g"}, {"user_uuid", "group_uuid"}),
     ],
 )
@@ -794,8 +797,10 @@ def test_swagger_lists_the_authz_operations(doc):
 
     # GET permissions.
     query = _parameters(perms["get"])
-    assert set(query) == {"user_uuid", "group_uuid"} and query["user_uuid"]["required"] is True
-    listed = _properties(doc, perms["get"]["responses"]["200"]["schema"])["permissions"]
+    assert set(query) == {"user_uuid", "group_uuid", "limit", "after_id"} and query["user_uuid"]["required"] is True
+    answer = _properties(doc, perms["get"]["responses"]["200"]["schema"])
+    assert set(answer) == {"permissions", "next_after_id"}
+    listed = answer["permissions"]
     assert set(_resolve(doc, listed["items"])["properties"]) == PERMISSION_KEYS
 
     # GET subjects: keyset paging like every list.

@@ -14,7 +14,6 @@ from marshmallow import ValidationError
 
 from locky.errors import Invalid, NotSupported
 from locky.media import QueryLoader, first_message, load_query, read_json
-from locky.paging import every
 from locky.records import Identity, User
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -120,7 +119,12 @@ class AuthzCheck:
 
 
 class AuthzPermissions:
-    """``GET``: everything a user may do, globally and in their groups (or in one)."""
+    """``GET``: everything a user may do, globally and in their groups (or in one).
+
+    Keyset-paged over the user's memberships (CONTRACT §5, §19): one page costs the same
+    however many groups the user is in. The global context comes first, on the first
+    page (``after_id`` 0); each page then adds up to ``limit`` groups, by membership id.
+    """
 
     def __init__(self, context):
         self.context = context
@@ -132,12 +136,19 @@ class AuthzPermissions:
         permissions = self.decisions.capability("permissions")
         user = self.context.storage.users.get_by_uuid(query["user_uuid"])
         if user is None:
-            resp.media = {"permissions": []}
+            resp.media = {"permissions": [], "next_after_id": None}
             return
-        group_uuid = query.get("group_uuid")
-        groups = [None, group_uuid] if group_uuid else [
-            None, *(member.group_uuid for member in every(self.context.storage.members, user_uuid=user.uuid))]
-        resp.media = {"permissions": permissions(user, groups)}
+        group_uuid, first = query.get("group_uuid"), query["after_id"] == 0
+        if group_uuid:
+            contexts, next_after_id = [None, group_uuid], None
+        else:
+            page = self.context.storage.members.list(user_uuid=user.uuid, after_id=query["after_id"],
+                                                     limit=query["limit"])
+            contexts = [None] if first else []
+            contexts += [member.group_uuid for member in page.items]
+            next_after_id = page.next_after_id
+        found = permissions(user, contexts) if contexts else []
+        resp.media = {"permissions": found, "next_after_id": next_after_id}
 
 class AuthzSubjects:
     """``GET``: the users who may do something, keyset-paged by user id."""
@@ -191,7 +202,11 @@ def routes(context) -> list[Route]:
                                   " their groups, or with group_uuid only what holds there (global rules"
                                   " included). Wildcards (*) as written in the policy; an action that inherits"
                                   " a listed one through g2 (write: create, update, delete) is listed too."
-                                  " An unknown user has none."),
+                                  " An unknown user has none. Paged over the user's groups, like every list:"
+                                  " the first page (after_id 0) holds the global permissions and those of the"
+                                  " first limit groups (1-500, default 50; by membership id); pass"
+                                  " next_after_id as after_id for the next groups, until it is null. With"
+                                  " group_uuid the answer is one page (next_after_id null)."),
         )),
         Route("/v1/internal/authz/subjects", AuthzSubjects(context), (
             Operation("get", "Who may do it", tag, response="SubjectList", query=SubjectsQuerySchema,
