@@ -81,7 +81,7 @@ def test_client_application_resources_through_custom_roles(locky_client, locky_a
     create_role(locky_client, locky_admin, "approver",
                 [("invoices", "approve"), ("docs", "*"), ("billing.reports", "export:csv")])
     clerk = locky_client.account("clerk@example.com")
-    add_member(locky_client, owner, group, clerk.uuid, "approver")
+    add_member(locky_client, locky_admin, group, clerk.uuid, "approver")
     g = group["uuid"]
 
     def check(resource, action, group_uuid=g):
@@ -103,7 +103,7 @@ def test_client_application_resources_through_custom_roles(locky_client, locky_a
 def test_write_covers_create_update_delete_for_any_resource(locky_client, locky_admin, owner, group):
     create_role(locky_client, locky_admin, "docwriter", [("docs", "write")])
     writer = locky_client.account("writer@example.com")
-    add_member(locky_client, owner, group, writer.uuid, "docwriter")
+    add_member(locky_client, locky_admin, group, writer.uuid, "docwriter")
     for action, allowed in (("create", True), ("update", True), ("delete", True), ("write", True),
                             ("read", False), ("publish", False)):
         assert decide(locky_client, owner, writer.uuid, "docs", action, group["uuid"]) is allowed, action
@@ -112,7 +112,7 @@ def test_write_covers_create_update_delete_for_any_resource(locky_client, locky_
 def test_wildcard_resource_role(locky_client, locky_admin, owner, group):
     create_role(locky_client, locky_admin, "reader", [("*", "read")])
     reader = locky_client.account("reader@example.com")
-    add_member(locky_client, owner, group, reader.uuid, "reader")
+    add_member(locky_client, locky_admin, group, reader.uuid, "reader")
     assert decide(locky_client, owner, reader.uuid, "anything", "read", group["uuid"]) is True
     assert decide(locky_client, owner, reader.uuid, "anything", "write", group["uuid"]) is False
 
@@ -122,7 +122,7 @@ def test_decisions_follow_role_changes_at_once(locky_client, locky_admin, owner,
     clerk = locky_client.account("clerk@example.com")
     args = (locky_client, owner, clerk.uuid, "invoices", "approve", group["uuid"])
     assert decide(*args) is False
-    membership = add_member(locky_client, owner, group, clerk.uuid, "approver")
+    membership = add_member(locky_client, locky_admin, group, clerk.uuid, "approver")
     assert decide(*args) is True
     url = f"/v1/private/roles/{role['id']}"
     h = locky_admin.headers
@@ -137,7 +137,7 @@ def test_decisions_follow_role_changes_at_once(locky_client, locky_admin, owner,
     assert locky_client.simulate_delete(url, headers=h).status_code == 204
     # A new role of the same name starts from its own permissions, not the old ones.
     create_role(locky_client, locky_admin, "approver", [("invoices", "read")])
-    add_member(locky_client, owner, group, clerk.uuid, "approver")
+    add_member(locky_client, locky_admin, group, clerk.uuid, "approver")
     assert decide(*args) is False
     assert decide(locky_client, owner, clerk.uuid, "invoices", "read", group["uuid"]) is True
 

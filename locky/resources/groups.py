@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from locky import audit
-from locky.errors import Invalid
+from locky.errors import Forbidden, Invalid
 from locky.records import Permission
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -72,12 +72,34 @@ class GroupWrites:
         deleted(self.context, req, resp, "groups", record)
 
 
+def carried(context, role: str):
+    """The permissions ``role`` carries, as ``GET /v1/internal/roles`` lists them: a
+    custom role's stored ones, a built-in role's own policy lines (``builtin_roles``)."""
+    found = context.storage.roles.list(name=role, limit=1).items
+    return found[0].permissions if found else ()
+
+
+def require_holding(context, identity, role: str, group_uuid: str) -> None:
+    """Raise :class:`Forbidden` unless the caller holds, in the group, every permission
+    ``role`` carries (issue 31: a role is no way to hand out more than one holds).
+    Asked as the policy decides any request there, so an admin holds them all and a
+    wildcard is held only through a wildcard (``members`` × ``*`` needs ``*``)."""
+    for permission in carried(context, role):
+        if not context.allowed(identity, permission.resource, permission.action, group_uuid=group_uuid):
+            raise Forbidden(f"The role {role} carries {permission.resource}:{permission.action}, which you do"
+                            " not hold in this group: a role may be given only by someone who holds every"
+                            " permission it carries there.")
+
+
 class MemberWrites:
     """Add and remove memberships: within the group's policy, or one's own (leave).
 
     Besides ``members`` × ``create``/``delete``, adding a membership with role R or
     removing one that holds R needs ``members`` × ``assign:R`` in the group: the policy
     says who may hand out which role (owners every one, maintainers not ``owner``).
+    Adding one also needs every permission R carries, held by the caller in that group
+    (:func:`require_holding`): so a maintainer gives no role that could do more than
+    they may (``owner``, a custom role with ``members`` × ``*`` or ``groups`` × ``delete``).
     Leaving needs no such right; the group's last owner cannot leave (storage refuses).
     """
 
@@ -97,6 +119,7 @@ class MemberWrites:
             # user and role live: a bad reference is a 400 whoever asks, then the policy.
             self.context.require(identity, "members", "create", group_uuid=group_uuid, own=own)
             self.context.require(identity, "members", assign(data["role"]), group_uuid=group_uuid, own=own)
+            require_holding(self.context, identity, data["role"], group_uuid)
 
         record = audited(self.context, audit.MEMBER_ADDED, "member",
                          lambda: self.store.create(**data, authorize=authorize), membership)
@@ -167,8 +190,13 @@ def routes(context) -> list[Route]:
             Operation("post", "Add a member to a group (owner, maintainer, admin)", "members", status=201,
                       body="MemberRequest", response="Member", errors=BODY_ERRORS,
                       headers={"Location": "The new membership's URL."},
-                      description="Needs members:assign:<role> in the group too: owners give every role,"
-                                  " maintainers every one but owner. admin and user are no membership roles."),
+                      description="Needs members:assign:<role> in the group too (owners: every role;"
+                                  " maintainers: maintainer, member, viewer and custom roles), and the caller"
+                                  " must hold, in that group, every permission the role carries (as GET"
+                                  " /v1/internal/roles lists it; a wildcard only through a wildcard): a role"
+                                  " that could do more than the caller is a 403. So a maintainer never makes"
+                                  " an owner, nor gives a custom role with members:* or groups:delete; admins"
+                                  " give every role. admin and user are no membership roles (400)."),
         )),
         Route("/v1/private/members/{id:id}", members, (
             Operation("delete", "Remove a member (owner, maintainer, admin) or leave a group", "members",
