@@ -79,12 +79,23 @@ def carried(context, role: str):
     return found[0].permissions if found else ()
 
 
+#: The resources Locky's own routes are decided on: a permission on one of them (or on
+#: every resource, ``*``) is power over Locky's records. Any other resource is a client
+#: application's, whose roles the policy's ``members`` × ``assign:<role>`` hands out.
+LOCKY_RESOURCES = frozenset({"users", "groups", "members", "roles", "authz", "sessions", "keys", "tokens",
+                             "audit", "webhooks", "*"})
+
+
 def require_holding(context, identity, role: str, group_uuid: str) -> None:
     """Raise :class:`Forbidden` unless the caller holds, in the group, every permission
-    ``role`` carries (issue 31: a role is no way to hand out more than one holds).
-    Asked as the policy decides any request there, so an admin holds them all and a
-    wildcard is held only through a wildcard (``members`` × ``*`` needs ``*``)."""
+    over Locky's own records (:data:`LOCKY_RESOURCES`) that ``role`` carries: a role is
+    no way to hand out more power over Locky than one holds. Asked as the policy decides
+    any request there, so an admin holds them all and a wildcard is held only through a
+    wildcard (``members`` × ``*`` needs ``*``). A client application's permissions
+    (``reports`` × ``read``) stay the policy's ``assign:<role>`` to give."""
     for permission in carried(context, role):
+        if permission.resource not in LOCKY_RESOURCES:
+            continue
         if not context.allowed(identity, permission.resource, permission.action, group_uuid=group_uuid):
             raise Forbidden(f"The role {role} carries {permission.resource}:{permission.action}, which you do"
                             " not hold in this group: a role may be given only by someone who holds every"
@@ -97,9 +108,10 @@ class MemberWrites:
     Besides ``members`` × ``create``/``delete``, adding a membership with role R or
     removing one that holds R needs ``members`` × ``assign:R`` in the group: the policy
     says who may hand out which role (owners every one, maintainers not ``owner``).
-    Adding one also needs every permission R carries, held by the caller in that group
-    (:func:`require_holding`): so a maintainer gives no role that could do more than
-    they may (``owner``, a custom role with ``members`` × ``*`` or ``groups`` × ``delete``).
+    Adding one also needs every permission over Locky's records R carries, held by the
+    caller in that group (:func:`require_holding`): so a maintainer gives no role that
+    could do more than they may (``owner``, a custom role with ``members`` × ``*`` or
+    ``groups`` × ``delete``).
     Leaving needs no such right; the group's last owner cannot leave (storage refuses).
     """
 
@@ -192,11 +204,14 @@ def routes(context) -> list[Route]:
                       headers={"Location": "The new membership's URL."},
                       description="Needs members:assign:<role> in the group too (owners: every role;"
                                   " maintainers: maintainer, member, viewer and custom roles), and the caller"
-                                  " must hold, in that group, every permission the role carries (as GET"
-                                  " /v1/internal/roles lists it; a wildcard only through a wildcard): a role"
-                                  " that could do more than the caller is a 403. So a maintainer never makes"
-                                  " an owner, nor gives a custom role with members:* or groups:delete; admins"
-                                  " give every role. admin and user are no membership roles (400)."),
+                                  " must hold, in that group, every permission over Locky's own records the"
+                                  " role carries (resources users, groups, members, roles, authz, sessions,"
+                                  " keys, tokens, audit, webhooks or *, as GET /v1/internal/roles lists them;"
+                                  " a wildcard only through a wildcard): a role that could do more there than"
+                                  " the caller is a 403. So a maintainer never makes an owner, nor gives a"
+                                  " custom role with members:* or groups:delete; a client application's"
+                                  " permissions (reports:read) are given as assign:<role> says; admins give"
+                                  " every role. admin and user are no membership roles (400)."),
         )),
         Route("/v1/private/members/{id:id}", members, (
             Operation("delete", "Remove a member (owner, maintainer, admin) or leave a group", "members",

@@ -3,9 +3,9 @@
 ``maintainer`` holds ``members`` × ``assign:custom``, so through a custom role with
 ``members`` × ``*`` a maintainer's second account made itself an owner and removed the
 original one, and through one with ``groups`` × ``delete`` it deleted the group. Now a
-role may be given only by someone who holds, in that group, every permission it carries
-(as ``GET /v1/internal/roles`` lists it), besides ``members`` × ``assign:<role>``;
-admins hold them all. A refusal is the policy's 403 and writes nothing.
+role may be given only by someone who holds, in that group, every permission over
+Locky's own records it carries (as ``GET /v1/internal/roles`` lists it), besides
+``members`` × ``assign:<role>``; admins hold them all. A refusal is the policy's 403 and writes nothing.
 """
 
 from __future__ import annotations
@@ -120,16 +120,19 @@ def test_an_owner_gives_roles_within_what_owners_hold(team, permissions):
     assert post(c, owner, group, team["client"].account("second@example.com").uuid, "owner").status_code == 201
 
 
-def test_a_role_with_an_applications_permission_needs_someone_who_holds_it(team):
-    """Owners hold Locky's rights over their group, not a client application's: a role
-    carrying ``reports`` × ``read`` is given by an admin (or by whoever the policy gives
-    that permission in the group)."""
+def test_a_role_with_an_applications_permissions_is_given_as_the_policy_assigns_it(team):
+    """A client application's permissions are no power over Locky's records: a role
+    carrying only ``reports`` × ``read`` is given by owners and maintainers alike, as
+    ``members`` × ``assign:<role>`` says (custom roles: both); one that also carries
+    ``groups`` × ``delete`` is not, by a maintainer."""
     c, owner, maintainer, sock, group = (team[k] for k in ("client", "owner", "maintainer", "sock", "group"))
-    name = role(team, "reporter", ("reports", "read"))
-    assert_forbidden(post(c, owner, group, sock.uuid, name))
-    assert_forbidden(post(c, maintainer, group, sock.uuid, name))
-    added = post(c, team["admin"], group, sock.uuid, name)
-    assert added.status_code == 201, added.text
+    name = role(team, "reporter", ("reports", "read"), ("reports", "export"))
+    for giver in (owner, maintainer):
+        added = post(c, giver, group, sock.uuid, name)
+        assert added.status_code == 201, added.text
+        assert c.simulate_delete(f"{MEMBERS}/{added.json['id']}", headers=giver.headers).status_code == 204
+    mixed = role(team, "reporter-plus", ("reports", "read"), ("groups", "delete"))
+    assert_forbidden(post(c, maintainer, group, sock.uuid, mixed))
 
 
 def test_an_admin_gives_every_role_in_any_group(team):
