@@ -129,6 +129,18 @@ class Unavailable(LockyError):
     """Storage does not answer: 503."""
 
 
+class WritesRefused(Unavailable):
+    """Storage answers but cannot keep a change (its disk is full, the database is
+    read-only): 503 whose description says which, for the client and the operator."""
+
+    def __init__(self, description: str):
+        super().__init__(description)
+        self.description = description
+
+    def __reduce__(self):
+        return (WritesRefused, (self.description,))
+
+
 class HTTPFieldError(falcon.HTTPError):
     """A 400 whose body is the contract's field map, not Falcon's title object."""
 
@@ -160,6 +172,8 @@ def to_http(error: LockyError) -> falcon.HTTPError:
         return falcon.HTTPConflict(description=error.description)
     if isinstance(error, NotSupported):
         return falcon.HTTPNotImplemented(description=error.description)
+    if isinstance(error, WritesRefused):
+        return falcon.HTTPServiceUnavailable(description=error.description)
     if isinstance(error, Unavailable):
         return falcon.HTTPServiceUnavailable(description="Storage is not answering.")
     return falcon.HTTPInternalServerError()

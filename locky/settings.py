@@ -14,8 +14,10 @@ import logging
 import os
 import re
 import secrets
+import shlex
 import stat
 import string
+import tempfile
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -349,7 +351,7 @@ def _stored_secret(path: Path) -> str:
     """The secret kept in ``path``, made there (mode 0600) when the file is missing.
 
     The file is refused when it is a symbolic link, not owned by the server's user, or
-    open to its group or to others, and when its secret is short or not random.
+    open to its group or to others, and when its secret is empty, short or not random.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -365,16 +367,36 @@ def _stored_secret(path: Path) -> str:
     with os.fdopen(fd, "rb") as handle:
         problems = _file_problems(path, os.fstat(handle.fileno()))
         secret = _read_secret(handle)
+    if not secret:
+        raise SettingsError(f"the secret file {path} is refused: it is empty. {_lost_secret_advice(path)}")
     if len(secret.encode()) < MIN_SECRET_BYTES:
         problems.append(f"its secret is shorter than {MIN_SECRET_BYTES} bytes")
     elif _low_entropy(secret):
         problems.append(f"its secret has fewer than {MIN_SECRET_DISTINCT} different characters")
     if problems:
         raise SettingsError(
-            f"the secret file {path} is refused: {'; '.join(problems)}. Fix it, or delete the file"
-            " to have Locky make a new random one (tokens signed with the old secret stop working)"
+            f"the secret file {path} is refused: {'; '.join(problems)}. Fix it; to replace its secret,"
+            f" see docs/operating.md, \"A lost or replaced secret file\" (removing the file alone leaves"
+            f" the stored signing keys sealed with the old secret, and Locky does not start)"
         )
     return secret
+
+
+def _lost_secret_advice(path: Path) -> str:
+    """What to do about a secret file whose secret is gone (the one case Locky's own
+    writing could leave before it wrote the file atomically: a crash right after the
+    first start). The commands are exact, for this file and its database."""
+    database = path.with_name(path.name.removesuffix(".secret"))
+    forget_keys = ("python3 -c \"import sqlite3, sys; db = sqlite3.connect(sys.argv[1]);"
+                   " db.execute('DELETE FROM locky_signing_keys'); db.commit()\" " + shlex.quote(str(database)))
+    return (
+        "The machine stopped while Locky was first writing it, before the secret reached the disk: the"
+        " secret is lost. If a backup holds this file, put it back (mode 0600, owned by the user running"
+        f" Locky). If none does, remove it and the signing keys sealed with the lost secret: `rm"
+        f" {shlex.quote(str(path))} && {forget_keys}`, then start Locky: it makes a new secret and a new"
+        " signing key. Tokens issued before stop working (users log in again), and TOTP and webhook"
+        " secrets stored before do not open (docs/operating.md, \"A lost or replaced secret file\")"
+    )
 
 
 def _file_problems(path: Path, info: os.stat_result) -> list[str]:
@@ -390,7 +412,8 @@ def _file_problems(path: Path, info: os.stat_result) -> list[str]:
 
 
 def _read_secret(handle) -> str:
-    # A file another process has just made may not hold its secret yet: wait a moment.
+    # Locky's own file is whole from the moment it exists (_new_secret); an empty one
+    # may still be one that a copy (cp, an orchestrator) is filling: wait a moment.
     for _ in range(20):
         text = handle.read().decode("utf-8", "replace").strip()
         if text:
@@ -401,16 +424,47 @@ def _read_secret(handle) -> str:
 
 
 def _new_secret(path: Path) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Make the secret file, whole, and return its secret.
+
+    The secret is written to a temporary file beside ``path`` (mode 0600), synced to
+    disk, and then linked to ``path`` only if no file is there, and the directory is
+    synced: a crash leaves no file or the whole secret, never an empty file. A hard link
+    is used and not ``rename``, because rename replaces: of several workers making the
+    file at once, the first link wins and the others read its secret, so all agree.
+    """
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
     secret = secrets.token_urlsafe(64)  # 512 bits: enough for HS512 too (RFC 7518 §3.2)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)  # 0600, O_EXCL
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:  # another process won the race: use its secret
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secret + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, path, follow_symlinks=False)
+        except FileExistsError:  # another process won the race: use its secret
+            won = False
+        except OSError as exc:
+            raise SettingsError(f"cannot make the secret file {path}: {exc.strerror} (the directory must"
+                                f" allow hard links; or set LOCKY_JWT_SECRET)") from None
+        else:
+            won = True
+    finally:
+        os.unlink(temporary)
+    if not won:
         return _stored_secret(path)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secret + "\n")
+    _sync_directory(directory)  # the new name, and the temporary one gone
     log.warning("LOCKY_JWT_SECRET is not set: generated a random secret and stored it in %s", path)
     return secret
+
+
+def _sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _low_entropy(secret: str) -> bool:

@@ -13,8 +13,11 @@ each body, signed (``Locky-Signature``), to the subscription's URL:
 
 At-least-once: a crash between a receiver's answer and storage recording it sends that
 delivery again, so receivers skip a ``Locky-Event-Id`` they have seen. Redirects are not
-followed (a 3xx is a failure), and the target's address is checked again before every
-attempt (a name may resolve to a private address later).
+followed (a 3xx is a failure). Before every attempt the target's name is resolved once
+and every address checked again (a name may resolve to a private address later); the
+attempt connects to those addresses, not to a second lookup's answer (DNS rebinding),
+and still says the name: in the Host header, and for https as the TLS server name the
+certificate is verified against.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ import http.client
 import logging
 import random
 import socket
+import ssl
 import time
 from datetime import timedelta
-from urllib.parse import urlsplit
 
 from locky import webhook_signing
 from locky.audit import utcnow
@@ -33,7 +36,7 @@ from locky.audit_retention import DailyPrune
 from locky.background import BackgroundWorker
 from locky.records import Delivery, Webhook
 from locky.sealing import Sealer, SealError
-from locky.webhook_targets import TargetRefused, check
+from locky.webhook_targets import UNRESOLVED, Address, Target, TargetRefused, target
 
 log = logging.getLogger("locky.webhooks")
 
@@ -73,16 +76,57 @@ class Attempt:
         return self.status_code is not None and 200 <= self.status_code < 300 and not self.error
 
 
-def post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Attempt:
-    """POST ``body`` to ``url``; the answer's status, or why there was none. The whole
-    exchange, connecting included, must finish within ``timeout`` seconds."""
-    parts = urlsplit(url)
-    connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+def open_socket(addresses: tuple[Address, ...], port: int, timeout: float) -> socket.socket:
+    """A TCP connection to the first of ``addresses`` that answers (all checked already):
+    an address, never a name, so nothing is looked up again."""
+    error: OSError = OSError("no address")
+    for address in addresses:
+        try:
+            return socket.create_connection((str(address), port), timeout)
+        except OSError as exc:
+            error = exc
+    raise error
+
+
+class PinnedHTTPConnection(http.client.HTTPConnection):
+    """An HTTP connection that says ``target.host`` and connects to ``target.addresses``."""
+
+    def __init__(self, target: Target, timeout: float):
+        super().__init__(target.host, target.port, timeout=timeout)
+        self.addresses = target.addresses
+
+    def connect(self) -> None:
+        self.sock = open_socket(self.addresses, self.port, self.timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class PinnedHTTPSConnection(PinnedHTTPConnection):
+    """The same over TLS: the server name (SNI) and the certificate's check are the
+    host name's, whatever address was connected to."""
+
+    default_port = http.client.HTTPS_PORT
+
+    def __init__(self, target: Target, timeout: float, context: ssl.SSLContext | None = None):
+        super().__init__(target, timeout)
+        self.context = context or ssl.create_default_context()
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock = self.context.wrap_socket(self.sock, server_hostname=self.host)
+
+
+def post(where: Target, body: bytes, headers: dict[str, str], timeout: float,
+         context: ssl.SSLContext | None = None) -> Attempt:
+    """POST ``body`` to a checked target; the answer's status, or why there was none. The
+    whole exchange, connecting included, must finish within ``timeout`` seconds.
+    ``context`` is the TLS context of an https target (default: the system's CAs)."""
     deadline = time.monotonic() + timeout
-    connection = connection_class(parts.hostname, parts.port, timeout=timeout)
+    if where.scheme == "https":
+        connection: http.client.HTTPConnection = PinnedHTTPSConnection(where, timeout, context)
+    else:
+        connection = PinnedHTTPConnection(where, timeout)
     try:
-        connection.request("POST", path, body=body, headers=headers)
+        connection.request("POST", where.path, body=body, headers=headers)
         connection.sock.settimeout(max(0.1, deadline - time.monotonic()))
         response = connection.getresponse()
         response.read(64 * 1024)  # the answer's body is not kept; read a little to end the exchange
@@ -137,8 +181,10 @@ class WebhookSender(BackgroundWorker):
 
     def _send(self, webhook: Webhook, delivery: Delivery) -> Attempt:
         try:
-            check(webhook.url, allow_private=self.settings.webhook_allow_private)
-        except TargetRefused:
+            where = target(webhook.url, allow_private=self.settings.webhook_allow_private)
+        except TargetRefused as refused:
+            if str(refused) == UNRESOLVED:
+                return Attempt(None, "target refused: the host name does not resolve")
             return Attempt(None, "target refused: a private address")
         try:
             secret = webhook_sealer(self.context).open(webhook.secret, webhook.uuid)
@@ -151,4 +197,4 @@ class WebhookSender(BackgroundWorker):
             webhook_signing.EVENT_ID_HEADER: delivery.event_uuid,
             webhook_signing.SIGNATURE_HEADER: webhook_signing.header(secret, body),
         }
-        return post(webhook.url, body, headers, self.settings.webhook_timeout)
+        return post(where, body, headers, self.settings.webhook_timeout)

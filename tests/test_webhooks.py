@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import os
 import re
 import signal
@@ -21,6 +22,7 @@ from typing import Any, Callable
 
 import pytest
 
+from locky import webhook_sender, webhook_targets
 from locky.client import verify_signature
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient
 from locky.testing.server import ServerProcess, free_port, locky_server
@@ -43,6 +45,29 @@ UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-
 # ---------------------------------------------------------------------------------------
 # Helpers: in-process apps (Falcon's test client; the sender thread is real)
 # ---------------------------------------------------------------------------------------
+
+
+#: What example.com resolves to in these tests (no DNS server is asked): a public address
+#: that no delivery reaches (see ``no_outside_network``).
+EXAMPLE_COM = ipaddress.ip_address("93.184.216.34")
+
+
+@pytest.fixture(autouse=True)
+def no_outside_network(monkeypatch):
+    """Subscriptions to example.com pass the target check (its name must resolve to a
+    public address), and a delivery connects to nothing beyond 127.0.0.1."""
+    real_resolve, real_open = webhook_targets.resolve, webhook_sender.open_socket
+
+    def resolve(host):
+        return [EXAMPLE_COM] if host.rstrip(".").lower() == "example.com" else real_resolve(host)
+
+    def open_socket(addresses, port, timeout):
+        if not all(address.is_loopback for address in addresses):
+            raise ConnectionRefusedError("the tests connect to 127.0.0.1 only")
+        return real_open(addresses, port, timeout)
+
+    monkeypatch.setattr(webhook_targets, "resolve", resolve)
+    monkeypatch.setattr(webhook_sender, "open_socket", open_socket)
 
 
 @pytest.fixture
@@ -303,12 +328,15 @@ def test_private_and_malformed_targets_are_refused(locky_client, locky_admin, ur
     assert listed.json["webhooks"] == []
 
 
-def test_a_public_https_url_is_accepted_even_when_it_does_not_resolve_here(locky_client, locky_admin):
-    for url in ("https://example.com/hook", "https://hooks.invalid-locky-test.example/x"):
-        result = locky_client.simulate_post(WEBHOOKS, json={"url": url, "events": ["user.*"]},
-                                            headers=locky_admin.headers)
-        assert result.status_code == 201, result.text
-        assert result.json["url"] == url
+def test_a_public_https_url_is_accepted_and_a_name_that_does_not_resolve_is_refused(locky_client, locky_admin):
+    url = "https://example.com/hook"
+    result = locky_client.simulate_post(WEBHOOKS, json={"url": url, "events": ["user.*"]},
+                                        headers=locky_admin.headers)
+    assert result.status_code == 201, result.text
+    assert result.json["url"] == url
+    result = locky_client.simulate_post(WEBHOOKS, json={"url": "https://hooks.invalid-locky-test.example/x",
+                                                        "events": ["user.*"]}, headers=locky_admin.headers)
+    assert result.status_code == 400 and result.json == {"url": webhook_targets.UNRESOLVED}, result.text
 
 
 @pytest.mark.parametrize("payload, key", [

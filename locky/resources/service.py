@@ -1,4 +1,11 @@
-"""Health: whether the service and its storage answer."""
+"""Health: whether the service and its storage answer, and keep what is written.
+
+``storage.ping()`` says no while storage does not answer, and also while it refuses
+writes (its disk is full, it is read-only): a service that cannot record a login is
+not well, even if it reads. The bundled storage learns that from the writes that fail
+and probes a few seconds apart until one works again (``locky_pony.guard``); health
+itself writes nothing, so it costs no more while all is well.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +30,6 @@ def routes(context) -> list[Route]:
     return [
         Route("/v1/public/health", Health(context), (
             Operation("get", "Service health", "service", response="Health", public=True, errors=(503,),
-                      description="503 with status unavailable when storage does not answer."),
+                      description="503 with status unavailable when storage does not answer, or refuses writes (its disk is full, it is read-only)."),
         )),
     ]

@@ -30,7 +30,7 @@ from . import data_version, schema
 from .audit import AuditStore, DeliveryStore, WebhookStore
 from .database import bind_arguments, open_database
 from .deadline import WATCHDOG
-from .guard import CONFLICT, classify, from_database, transaction, unavailable
+from .guard import CONFLICT, classify, from_database, transaction, unavailable, writes_refused
 from .lifecycle import CodeStore, KeyStore, Outbox, TotpStore
 from .notify import open_bus
 from .reader import Reader
@@ -92,7 +92,7 @@ class PonyStorage:
             kind = classify(exc)
             if kind == CONFLICT:
                 raise Conflict("request", "Conflicts with a concurrent change; try again.") from None
-            raise unavailable("atomic", exc, kind) from None
+            raise unavailable("atomic", exc, kind, database=self.db) from None
 
     @transaction
     def revision(self) -> int:
@@ -116,9 +116,11 @@ class PonyStorage:
         try:
             with WATCHDOG.call(), db_session(immediate=not sqlite):
                 self.db.select("SELECT count(*) FROM sqlite_master" if sqlite else "SELECT 1")
-            return True
         except Exception:
             return False
+        # A database that refused a write (disk full, read-only) is not well either;
+        # nothing is written here while writes work (guard.writes_refused).
+        return writes_refused(self.db) is None
 
     def close(self) -> None:
         self.reader.close()

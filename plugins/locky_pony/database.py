@@ -71,6 +71,8 @@ def bind_arguments(settings: Settings, url: str | None = None, name: str = "LOCK
 
 
 MYSQL_PROVIDER = "pony.orm.dbproviders.mysql"
+#: SQLite's ``synchronous`` setting on every connection: FULL (2), acknowledged means durable.
+SQLITE_SYNCHRONOUS = "FULL"
 
 
 def pymysql_provider():
@@ -109,12 +111,13 @@ def open_database(settings: Settings):
 
     @db.on_connect(provider="sqlite")
     def _sqlite_pragmas(db, connection):
-        # WAL lets readers run beside the writer of another worker process; NORMAL
-        # sync in WAL mode still survives a killed process (only power loss may
-        # lose the last commits).
+        # WAL lets readers run beside the writer of another worker process. FULL syncs
+        # the WAL at every commit: a write is answered only once it is on disk. NORMAL
+        # would sync at checkpoints only, and a power loss or an I/O error then loses
+        # commits already acknowledged (docs/operating.md, "Durability").
         cursor = connection.cursor()
         _while_locked(lambda: cursor.execute("PRAGMA journal_mode=WAL"), settings.db_timeout)
-        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
         cursor.execute("PRAGMA foreign_keys=ON")
 
     arguments = bind_arguments(settings)

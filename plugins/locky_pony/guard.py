@@ -4,9 +4,11 @@ Every storage method runs in :func:`transaction`: one ``db_session`` (one databa
 transaction), run again when the database says that is safe (a deadlock, a
 serialization failure, a connection that broke before the commit), and never letting a
 driver exception out. A broken unique key becomes the contract's ``Conflict`` (a 400);
-anything else is logged and becomes ``Unavailable`` (a 503 whose body carries no driver
-text). The plain-SQL reader (:mod:`.reader`) classifies and reports its failures with
-the same :func:`classify` and :func:`unavailable`.
+a database that refuses writes (its disk is full, it is read-only) becomes
+``WritesRefused`` (a 503 saying which) and is remembered for health
+(:func:`writes_refused`); anything else is logged and becomes ``Unavailable`` (a 503
+whose body carries no driver text). The plain-SQL reader (:mod:`.reader`) classifies
+and reports its failures with the same :func:`classify` and :func:`unavailable`.
 """
 
 from __future__ import annotations
@@ -14,20 +16,26 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import threading
 import time
+import weakref
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Callable
 
 from pony.orm import core, db_session
 
-from locky.errors import Conflict, LockyError, Unavailable
+from locky.errors import Conflict, LockyError, Unavailable, WritesRefused
 
 from .deadline import WATCHDOG
 
 log = logging.getLogger("locky.storage")
 
 CONFLICT, TRANSIENT, LOST, BROKEN = "conflict", "transient", "lost", "broken"
+#: The database answers but keeps no change: its disk (or a quota) is full, or it is
+#: read-only. Not run again: the next try fails the same way until an operator acts.
+FULL, READ_ONLY = "full", "read-only"
 
 #: PostgreSQL SQLSTATEs after which the whole transaction may simply run again.
 PG_TRANSIENT = {"40001", "40P01", "55P03"}  # serialization failure, deadlock, lock not available
@@ -37,9 +45,25 @@ PG_LOST = {None, "57P01", "57P02", "57P03", "08000", "08003", "08006", "08001", 
 MYSQL_TRANSIENT = {1213, 1205}
 #: MySQL/MariaDB client errors: can't connect, server gone away, lost connection, ...
 MYSQL_LOST = {2002, 2003, 2005, 2006, 2013, 2055, 1927, 1053, 1077, 1078, 1079, 1080}
+#: PostgreSQL disk_full; read_only_sql_transaction (a standby, or a server set read-only).
+PG_FULL = {"53100"}
+PG_READ_ONLY = "25006"
+#: MariaDB/MySQL: ER_DISK_FULL, ER_RECORD_FILE_FULL (table or tablespace full); an
+#: error writing a file (3) or from the engine (1030) is "full" when it says errno 28.
+#: ER_OPTION_PREVENTS_STATEMENT (1290, with --read-only), ER_CANT_EXECUTE_IN_READ_ONLY_
+#: TRANSACTION, ER_READ_ONLY_MODE (InnoDB read-only).
+MYSQL_FULL = {1021, 1114}
+MYSQL_NO_SPACE = "no space left on device"
+MYSQL_READ_ONLY = {1290, 1792, 1836}
+#: SQLite's primary result codes SQLITE_READONLY and SQLITE_FULL (the extended codes
+#: keep them in their low byte).
+SQLITE_READONLY, SQLITE_FULL = 8, 13
 
 #: Seconds after its start within which a failed call may still run again (see ``quick``).
 RETRY_WINDOW = 1.0
+
+#: The databases the current call's session used (set as the session ends).
+_SESSION_DATABASES: ContextVar[tuple] = ContextVar("locky_session_databases", default=())
 
 #: What the caller wants run at the end of every storage call's transaction, before it
 #: commits (see :func:`before_commit`).
@@ -84,6 +108,10 @@ def classify(exc: BaseException) -> str:
     module = type(root).__module__ or ""
     if module.startswith("psycopg2"):
         code = getattr(root, "pgcode", None)
+        if code in PG_FULL:
+            return FULL
+        if code == PG_READ_ONLY:
+            return READ_ONLY
         if code in PG_TRANSIENT:
             return TRANSIENT
         if "InterfaceError" in names or ("OperationalError" in names and code in PG_LOST):
@@ -93,6 +121,10 @@ def classify(exc: BaseException) -> str:
         return BROKEN
     if module.startswith("pymysql"):
         number = root.args[0] if root.args and isinstance(root.args[0], int) else None
+        if number in MYSQL_FULL or MYSQL_NO_SPACE in str(root).lower():
+            return FULL
+        if number in MYSQL_READ_ONLY and (number != 1290 or "read" in str(root).lower()):
+            return READ_ONLY
         if number in MYSQL_TRANSIENT:
             return TRANSIENT
         if number in MYSQL_LOST or "InterfaceError" in names:
@@ -100,6 +132,12 @@ def classify(exc: BaseException) -> str:
         return BROKEN
     if module.startswith("sqlite3"):
         text = str(root).lower()
+        code = getattr(root, "sqlite_errorcode", None)  # Python 3.11+
+        primary = code & 0xFF if isinstance(code, int) else None
+        if primary == SQLITE_FULL or "database or disk is full" in text:
+            return FULL
+        if primary == SQLITE_READONLY or "readonly database" in text:
+            return READ_ONLY
         if "locked" in text or "busy" in text:
             return TRANSIENT
         return BROKEN
@@ -138,10 +176,14 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
                                  retry_conflicts=retry_conflicts)
     @functools.wraps(method)
     def body(*args, **kwargs):
-        result = method(*args, **kwargs)
-        for hook in _BEFORE_COMMIT.get():
-            hook()
-        return result
+        try:
+            result = method(*args, **kwargs)
+            for hook in _BEFORE_COMMIT.get():
+                hook()
+            return result
+        finally:
+            # The databases this session used: the one a refused commit belongs to.
+            _SESSION_DATABASES.set(tuple(core.local.db2cache))
 
     session = db_session(body)
 
@@ -152,6 +194,7 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
         attempts = 1 if core.local.db_session is not None else retries + 1
         started = time.monotonic()
         for attempt in range(attempts):
+            _SESSION_DATABASES.set(())
             try:
                 with WATCHDOG.call():
                     return session(*args, **kwargs)
@@ -164,7 +207,9 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
                     log.info("unique key conflict in %s", method.__qualname__)
                     raise (conflict or Conflict("request", "Conflicts with a concurrent change; try again.")) from None
                 if last or not quick(started) or not (kind == CONFLICT or _may_run_again(exc, kind)):
-                    raise unavailable(method.__qualname__, exc, kind) from None
+                    databases = _SESSION_DATABASES.get()
+                    raise unavailable(method.__qualname__, exc, kind,
+                                      database=databases[0] if databases else None) from None
                 log.info("running %s again after a %s error (%s)", method.__qualname__, kind,
                          type(root_cause(exc)).__name__)
                 time.sleep(random.uniform(0, 0.02 * 2**attempt))
@@ -194,22 +239,107 @@ def quick(started: float) -> bool:
     return time.monotonic() - started < RETRY_WINDOW
 
 
-#: PostgreSQL's "cannot execute ... in a read-only transaction": a standby (or a server
-#: set read-only) where the primary was expected.
-PG_READ_ONLY = "25006"
+#: What a client is told when the database keeps no change (no driver text).
+REFUSAL_DESCRIPTIONS = {
+    FULL: "The database's disk is full: changes cannot be saved until an operator frees space."
+          " Reading still works.",
+    READ_ONLY: "The database is read-only: changes cannot be saved until an operator makes it"
+               " writable again. Reading still works.",
+}
+#: What the operator is told, in the log.
+_REFUSAL_LOG = {
+    FULL: "the database's disk (or a quota or table size limit) is full: free space",
+    READ_ONLY: "the database refuses writes (read-only): a read-only file, file system or server."
+               " Does LOCKY_DATABASE_URL name a standby? It must name the primary; standbys go in"
+               " LOCKY_DATABASE_REPLICA_URLS",
+}
 
 
-def unavailable(where: str, exc: BaseException, kind: str) -> Unavailable:
+def unavailable(where: str, exc: BaseException, kind: str, *, database=None) -> Unavailable:
     """Log the driver's failure in ``where`` (for the operator) and return the
-    ``Unavailable`` to raise (for the client: no driver text)."""
+    ``Unavailable`` to raise (for the client: no driver text). A refused write
+    (``full``, ``read-only``) is :class:`WritesRefused`, saying which, and is remembered
+    for ``database`` (the Pony ``Database``) so that health reports it."""
     root = root_cause(exc)
-    if getattr(root, "pgcode", None) == PG_READ_ONLY:
-        log.error("storage unavailable in %s: the database refuses writes (read-only). Does"
-                  " LOCKY_DATABASE_URL name a standby? It must name the primary; standbys go in"
-                  " LOCKY_DATABASE_REPLICA_URLS", where)
-        return Unavailable()
+    if kind in REFUSAL_DESCRIPTIONS:
+        log.error("storage refuses writes in %s: %s (%s: %s)", where, _REFUSAL_LOG[kind], type(root).__name__,
+                  _first_line(root))
+        if database is not None:
+            _refusal_of(database).failed(kind)
+        return WritesRefused(REFUSAL_DESCRIPTIONS[kind])
     log.warning("storage unavailable in %s (%s): %s: %s", where, kind, type(root).__name__, _first_line(root))
     return Unavailable()
+
+
+# -- writes refused: what health reports ------------------------------------------------
+
+#: Seconds between two probe writes of a database that refused a write (per database
+#: and process): health asks whether the operator fixed it at most this often.
+PROBE_INTERVAL = 5.0
+#: The probe: one transaction that moves a number and puts it back. What it commits
+#: changes nothing Locky reads, yet every engine must write it: SQLite skips writing a
+#: row updated to the very bytes it holds (so ``SET number = number`` would not find a
+#: full disk), while a row changed and changed back leaves its page to write.
+PROBE_STATEMENTS = ("UPDATE locky_meta SET number = number + 1 WHERE {key} = 'policy_revision'",
+                    "UPDATE locky_meta SET number = number - 1 WHERE {key} = 'policy_revision'")
+
+
+@dataclass
+class _Refusal:
+    """Whether a database refused writes, for one process: the kind of the last refused
+    write (``None``: none since the last probe that wrote) and when it was last probed."""
+
+    kind: str | None = None
+    probed: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def failed(self, kind: str) -> None:
+        with self.lock:
+            self.kind = kind
+            self.probed = time.monotonic()  # a write just failed: no probe for a while
+
+
+#: Per Pony ``Database``: each app has its own, so apps share nothing here.
+_REFUSALS: "weakref.WeakKeyDictionary[object, _Refusal]" = weakref.WeakKeyDictionary()
+_REFUSALS_LOCK = threading.Lock()
+
+
+def _refusal_of(database) -> _Refusal:
+    with _REFUSALS_LOCK:
+        refusal = _REFUSALS.get(database)
+        if refusal is None:
+            refusal = _REFUSALS[database] = _Refusal()
+        return refusal
+
+
+def writes_refused(database) -> str | None:
+    """``full`` or ``read-only`` while ``database`` refuses writes, else ``None``.
+
+    Nothing is written while writes work: a write refused by the database (any storage
+    call's) is remembered; from then on this runs a small probe write at most every
+    :data:`PROBE_INTERVAL` seconds, and the first that succeeds forgets the refusal.
+    """
+    refusal = _REFUSALS.get(database)
+    if refusal is None or refusal.kind is None:
+        return None
+    with refusal.lock:
+        if refusal.kind is None or time.monotonic() - refusal.probed < PROBE_INTERVAL:
+            return refusal.kind
+        refusal.probed = time.monotonic()
+    try:
+        key = database.provider.quote_name("key")  # a reserved word on MariaDB
+        with WATCHDOG.call(), db_session:
+            for statement in PROBE_STATEMENTS:
+                database.execute(statement.format(key=key))
+    except Exception as exc:
+        kind = classify(exc)
+        if kind in REFUSAL_DESCRIPTIONS:
+            refusal.failed(kind)
+        return refusal.kind  # otherwise (a lock, a lost connection): not known to work yet
+    with refusal.lock:
+        refusal.kind = None
+    log.warning("storage accepts writes again (a probe write succeeded)")
+    return None
 
 
 @contextmanager
