@@ -20,16 +20,18 @@ def _cost(hashed: str) -> int | None:
 class BcryptHasher:
     """Salted bcrypt hashes; passwords are at most 72 bytes (validated before us).
 
-    Every check costs at least the configured cost: a hash made with fewer rounds (an
-    account not logged in since ``LOCKY_BCRYPT_ROUNDS`` was raised) or one that is no
-    bcrypt hash at all is also checked against a hash of the configured cost, so the time
-    of a failed login does not tell which accounts exist (the login's dummy check for
-    unknown emails costs the configured rounds). Login rehashes such hashes on success.
+    Every check costs the configured cost, so the time of a failed login does not tell
+    which accounts exist (the login's dummy check for unknown emails costs the configured
+    rounds). A hash made with fewer rounds, ``c`` (an account not logged in since
+    ``LOCKY_BCRYPT_ROUNDS`` was raised), is checked, then one throwaway check at each cost
+    from ``c`` to the configured one less one: 2^c + (2^c + ... + 2^(r-1)) = 2^r, the
+    work of one check at the configured cost ``r``. One that is no bcrypt hash at all
+    costs one check at ``r``. Login rehashes such hashes on success.
     """
 
     def __init__(self, rounds: int = 12):
         self.rounds = rounds
-        self._equalizer: bytes | None = None  # made on first need: startup stays one hash cheaper
+        self._equalizers: dict[int, bytes] = {}  # by cost, made on first need: startup stays cheap
 
     def hash(self, password: str) -> str:
         return bcrypt.hashpw(password.encode(), bcrypt.gensalt(self.rounds)).decode()
@@ -39,20 +41,23 @@ class BcryptHasher:
         cost = _cost(hashed) if isinstance(hashed, str) else None
         # Over 72 bytes never matches: bcrypt < 5 would silently truncate and match.
         usable = cost is not None and len(encoded) <= 72
-        if not usable or cost < self.rounds:
-            self._spend_configured_cost()
         if not usable:
+            self._spend(self.rounds)
             return False
+        for cheaper in range(max(cost, 4), self.rounds):
+            self._spend(cheaper)
         try:
             return bcrypt.checkpw(encoded, hashed.encode())
         except ValueError:  # a malformed salt
             return False
 
-    def _spend_configured_cost(self) -> None:
-        """One check at the configured cost whose result is thrown away."""
-        if self._equalizer is None:
-            self._equalizer = bcrypt.hashpw(secrets.token_urlsafe(16).encode(), bcrypt.gensalt(self.rounds))
-        bcrypt.checkpw(b"not the password", self._equalizer)
+    def _spend(self, cost: int) -> None:
+        """One check at ``cost`` whose result is thrown away."""
+        equalizer = self._equalizers.get(cost)
+        if equalizer is None:
+            equalizer = self._equalizers[cost] = bcrypt.hashpw(secrets.token_urlsafe(16).encode(),
+                                                               bcrypt.gensalt(cost))
+        bcrypt.checkpw(b"not the password", equalizer)
 
     def needs_rehash(self, hashed: str) -> bool:
         return _cost(hashed) != self.rounds

@@ -11,6 +11,9 @@ from __future__ import annotations
 import statistics
 import time
 
+import bcrypt
+import pytest
+
 from harden import OTHER, STRONG, RecordingClient, query
 
 CHEAP, CONFIGURED = 4, 10
@@ -55,3 +58,27 @@ def test_a_successful_login_rehashes_at_the_configured_cost(locky_app_factory, l
     assert cost_of_stored_hash(locky_database_url, "rehash@example.com") == CONFIGURED
     client.login("rehash@example.com", STRONG)  # the new hash checks the same password
     assert cost_of_stored_hash(locky_database_url, "rehash@example.com") == CONFIGURED
+
+
+@pytest.mark.parametrize("stored", [4, 7, 9, 10])
+def test_a_failed_check_is_the_work_of_one_check_at_the_configured_cost(locky_app_factory, monkeypatch, stored):
+    """Issue 31, finding 14: a hash of an older, lower cost was checked, then once more
+    at the configured cost: 2^c + 2^r, 26 % slower than an unknown email at c = r - 2.
+    The bcrypt work of each check is counted (2^cost per ``checkpw``, the real one run)."""
+    RecordingClient(locky_app_factory(bcrypt_rounds=stored)).register(f"cost{stored}@example.com", STRONG)
+    client = RecordingClient(locky_app_factory(bcrypt_rounds=CONFIGURED, login_max_failures=1000))
+    timed_login(client, "warm-up@example.com", OTHER)  # the dummy hash and equalizers exist
+    timed_login(client, f"cost{stored}@example.com", OTHER)
+    work: list[int] = []
+    real = bcrypt.checkpw
+
+    def counted(password, hashed):
+        work.append(2 ** int(hashed.split(b"$")[2]))
+        return real(password, hashed)
+
+    monkeypatch.setattr(bcrypt, "checkpw", counted)
+    for email in (f"cost{stored}@example.com", "nobody@example.com"):
+        work.clear()
+        status, _ = timed_login(client, email, OTHER)
+        assert status == 401
+        assert sum(work) == 2 ** CONFIGURED, (email, work)
