@@ -4,12 +4,19 @@ answer in JSON, and an app that starts even while the database is away.
 - :class:`LockyWorker` is gunicorn's ``gthread`` worker: connections wait in a poller
   until their request (head and body) is complete (a new connection's first request and
   every next request on a kept-alive one), so slow and idle clients (slowloris,
-  keep-alive) hold nothing. With one thread (``LOCKY_THREADS=1``, the default) a
-  complete request is served right there on the poller's thread, with no hand-off
-  between threads; with more, complete requests run on that many threads, which share
-  the process's bounded database pool (``LOCKY_DATABASE_POOL_SIZE``). The errors gunicorn answers
-  itself (a bad request line or header, 414, 431, a broken chunked body) are the
-  contract's JSON bodies with the usual headers instead of gunicorn's HTML.
+  keep-alive) hold nothing. Whether a request is complete, and where it ends, is decided
+  by gunicorn's own parser run over the bytes gathered so far (:class:`DeadlineSocket`),
+  so the poller and the server never disagree about it. A body over the limit is
+  answered 413 at once, a head that does not end within ``HEAD_LIMIT`` 431, each with
+  ``Connection: close``. A connection is closed without holding a thread (the poller
+  drains what the client still sends), and a kept-alive one only while no request
+  waits on it, even when the worker was busy past its keep-alive time. With one thread
+  (``LOCKY_THREADS=1``, the default) a complete request is served right there on the
+  poller's thread, with no hand-off between threads; with more, complete requests run on
+  that many threads, which share the process's bounded database pool
+  (``LOCKY_DATABASE_POOL_SIZE``). The errors gunicorn answers itself (a bad request line
+  or header, 414, 431, a broken chunked body) are the contract's JSON bodies with the
+  usual headers instead of gunicorn's HTML.
 - :class:`StartingApp` is the WSGI app a worker serves until ``create_app`` succeeds:
   a worker (re)started during a database outage answers 503 JSON (health
   ``{"status": "unavailable"}``) instead of failing to boot, which would make gunicorn
@@ -19,17 +26,22 @@ answer in JSON, and an app that starts even while the database is away.
 from __future__ import annotations
 
 import logging
-import re
+import selectors
 import socket
 import threading
 import time
 import uuid
 from collections import deque
 from concurrent import futures
+from functools import partial
 from typing import Callable
 
 import orjson
 from gunicorn import util
+from gunicorn.config import Config
+from gunicorn.http.body import ChunkedReader, LengthReader
+from gunicorn.http.message import Request
+from gunicorn.http.unreader import Unreader
 from gunicorn.workers.gthread import _DEFER, ThreadWorker
 
 from locky.middleware import JSON_UTF8, REQUEST_ID, SECURITY_HEADERS
@@ -38,19 +50,23 @@ log = logging.getLogger("locky")
 HEALTH_PATH = "/v1/public/health"
 #: Seconds between two attempts to build the app while the database is away.
 RETRY_EVERY = 0.5
-#: Seconds a request may take to arrive: its head from its first byte, then its body.
+#: Seconds a request may take to arrive, from its first byte.
 READ_DEADLINE = 10.0
-#: A head this long is handed to gunicorn's parser as it is (which answers 414 or 431).
+#: A head (or a chunked body's trailers) not ended within this many bytes is refused
+#: (431) rather than held: gunicorn's own bound is ~1.6 MB with ``locky serve``'s limits.
 HEAD_LIMIT = 65536
 #: Bodies up to this size (announced by Content-Length, or chunked) are gathered before
 #: the request is served, unless the worker says otherwise (``locky serve`` gives it
-#: LOCKY_MAX_BODY_BYTES, whose default this is: a larger body is the app's to refuse).
+#: LOCKY_MAX_BODY_BYTES, whose default this is): a larger one is answered 413 at once.
 BODY_LIMIT = 64 * 1024
-CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*([0-9]{1,12})[ \t]*\r\n", re.IGNORECASE)
-CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r\n]*chunked[ \t]*\r\n", re.IGNORECASE)
-#: A chunk-size line longer than this is malformed: gunicorn's parser gets it (400).
-CHUNK_LINE_LIMIT = 1024
+#: How much is taken from a socket at once.
+READ_SIZE = 65536
+#: Seconds, and bytes, for which a closed connection's unread input is drained (as
+#: gunicorn's ``util.close_graceful`` does), so that the kernel does not reset the
+#: connection before the client has read the answer.
+LINGER, LINGER_BYTES = 2.0, 65536
 WAITING, COMPLETE, EXPIRED = "waiting", "complete", "expired"
+BODY_TOO_LARGE, HEAD_TOO_LARGE = "body too large", "head too large"
 
 
 def json_error(status: int, reason: str, request_id: str | None = None) -> tuple[list[tuple[str, str]], bytes]:
@@ -87,7 +103,13 @@ _DESCRIPTIONS = {
 def _write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
     """gunicorn's ``util.write_error``, speaking the contract's JSON."""
     headers, body = json_error(status_int, reason)
-    head = f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+    _write_closing(sock, status_int, reason, headers, body)
+
+
+def _write_closing(sock, status: int, reason: str, headers: list[tuple[str, str]], body: bytes) -> None:
+    """An answer after which the connection closes, written without waiting for a client
+    that does not read."""
+    head = f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
     head += "".join(f"{name}: {value}\r\n" for name, value in headers) + "\r\n"
     util.write_nonblock(sock, head.encode("latin-1") + body)
 
@@ -97,7 +119,7 @@ class LockyWorker(ThreadWorker):
     holds no thread (see the module docstring and :meth:`handle`)."""
 
     #: The largest body the poller gathers (``locky serve`` sets LOCKY_MAX_BODY_BYTES):
-    #: a larger one is handed on at once, for the app to refuse (413).
+    #: a larger one is answered 413 without being read.
     body_limit = BODY_LIMIT
 
     def init_process(self):
@@ -105,6 +127,7 @@ class LockyWorker(ThreadWorker):
         util.write_error = _write_json_error
         self._ready: deque = deque()  # complete requests to serve on this thread, in order
         self._serving = False
+        self._lingering: deque = deque()  # closed connections being drained, oldest first
         super().init_process()
 
     def enqueue_req(self, conn):
@@ -133,149 +156,347 @@ class LockyWorker(ThreadWorker):
     def finish_request(self, conn, fs):
         """gunicorn's, except that a kept-alive connection whose next request was already
         taken from the socket (pipelined, in :class:`DeadlineSocket`'s buffer) is served
-        at once: the poller would wait for bytes that have already come."""
-        if (self.alive and not fs.cancelled() and fs.exception() is None and fs.result()
-                and fs.result() is not _DEFER and isinstance(conn.sock, DeadlineSocket) and conn.sock.pending):
-            self.enqueue_req(conn)
-            return
+        at once, as the poller would wait for bytes that have already come; and that a
+        connection to close is closed by the poller (:meth:`_linger`), not on this thread."""
+        served = not fs.cancelled() and fs.exception() is None
+        if served and isinstance(conn.sock, DeadlineSocket):
+            result = fs.result()
+            if not result:
+                self._linger(conn)
+                return
+            if self.alive and result is not _DEFER and conn.sock.pending:
+                self.enqueue_req(conn)
+                return
         super().finish_request(conn, fs)
 
     def handle(self, conn):
         """Read a request without waiting: the bytes there are taken (and given to
-        gunicorn's parser later), and until the head and its body (``Content-Length`` or
-        chunked) are complete the connection goes back to the poller, holding no thread.
-        This holds for a new connection and for each next request on a kept-alive one. A
-        request not complete within READ_DEADLINE seconds of its first bytes ends the
-        connection; what is still read while the request is served (a body over
-        ``body_limit``, a pipelined request the parser has begun) must come within
-        READ_DEADLINE too."""
+        gunicorn's parser later), and until the head and its body are complete the
+        connection goes back to the poller, holding no thread. This holds for a new
+        connection and for each next request on a kept-alive one (a pipelined request,
+        whole or in part, included). A request not complete within READ_DEADLINE seconds
+        of its first byte ends the connection; one too large to gather is refused."""
         if not isinstance(conn.sock, DeadlineSocket):
-            conn.sock = DeadlineSocket(conn.sock, self.body_limit)
-        # Bytes the parser already holds (pipelined) are not on the socket: serve them.
-        if not conn.initialized or not conn.parser.unreader.buf.getvalue():
-            state = conn.sock.gather_head()
-            if state == WAITING:
-                conn.data_ready = False
-                return _DEFER
-            if state == EXPIRED:
-                return False  # gunicorn closes the connection
-            conn.data_ready = True
+            conn.sock = DeadlineSocket(conn.sock, self.cfg, conn.client, self.body_limit)
+        unreader = getattr(conn.parser, "unreader", None)
+        if unreader is not None:
+            # What gunicorn's parser took past the last request starts the next one.
+            conn.sock.unread(unreader.take_buffered())
+        state = conn.sock.gather()
+        if state == WAITING:
+            conn.data_ready = False
+            return _DEFER
+        if state in (BODY_TOO_LARGE, HEAD_TOO_LARGE):
+            self._refuse(conn.sock, state)
+            return False
+        if state == EXPIRED:
+            return False  # the connection is closed
+        conn.data_ready = True
         conn.sock.deadline = time.monotonic() + READ_DEADLINE
         return super().handle(conn)
 
+    def _refuse(self, sock: DeadlineSocket, state: str) -> None:
+        """Answer a request too large to gather: 413 for its body (in the words of the
+        app's own 413) or 431 for its head. What follows on the connection is not read,
+        so the connection closes."""
+        request_id = sock.header("X-REQUEST-ID")
+        if state == BODY_TOO_LARGE:
+            status, reason = 413, "Content Too Large"
+            headers, body = json_answer({"title": f"{status} {reason}",
+                                         "description": f"The body is larger than {self.body_limit} bytes."},
+                                        request_id)
+        else:
+            status, reason = 431, "Request Header Fields Too Large"
+            headers, body = json_error(status, reason, request_id)
+        try:
+            _write_closing(sock, status, reason, headers, body)
+        except OSError:
+            pass  # the client is gone, or reads nothing: it is closed all the same
+
+    def _linger(self, conn) -> None:
+        """Close ``conn`` as gunicorn's ``util.close_graceful`` does (end the writing side,
+        drain what the client still sends until it closes, then close), with the poller
+        doing the draining: gunicorn's blocks this thread until the client closes."""
+        sock = conn.sock.raw
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            sock.setblocking(False)
+            self.poller.register(sock, selectors.EVENT_READ, partial(self._drain, conn))
+        except (OSError, ValueError, KeyError):
+            self.nr_conns -= 1
+            conn.close()
+            return
+        conn.timeout = time.monotonic() + LINGER
+        conn.drained = 0
+        self._lingering.append(conn)
+
+    def _drain(self, conn, sock) -> None:
+        try:
+            data = sock.recv(LINGER_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        conn.drained += len(data)
+        if not data or conn.drained >= LINGER_BYTES:
+            self._lingering.remove(conn)
+            self._close(conn)
+
+    def _close(self, conn) -> None:
+        try:
+            self.poller.unregister(conn.sock)
+        except (OSError, KeyError, ValueError):
+            pass  # not registered
+        self.nr_conns -= 1
+        conn.close()
+
+    def murder_keepalived(self, force=False):
+        """gunicorn's, except that a kept-alive connection on which a request has come is
+        served, not closed, though its keep-alive time has passed (while this worker was
+        busy, the poller did not look): only idle ones are closed. Drained connections
+        past their ``LINGER`` are closed here too."""
+        self._expire(self.keepalived_conns, self.on_client_socket_readable, force)
+        while self._lingering and (force or self._lingering[0].timeout <= time.monotonic()):
+            self._close(self._lingering.popleft())
+
+    def murder_pending(self):
+        """gunicorn's, except that a connection whose request went on coming while this
+        worker was busy is gathered further, not closed."""
+        self._expire(self.pending_conns, self.on_pending_socket_readable, False)
+
+    def _expire(self, conns: deque, serve: Callable, force: bool) -> None:
+        while conns:
+            conn = conns[0]
+            if not force:
+                if conn.timeout > time.monotonic():
+                    break
+                if isinstance(conn.sock, DeadlineSocket) and conn.sock.has_input():
+                    serve(conn, conn.sock)  # which takes it out of ``conns``
+                    continue
+            conns.popleft()
+            self._close(conn)
+
+
+class _OutOfBytes(Exception):
+    """The bytes gathered so far end before the request does (where a socket would block).
+    ``wanted``: how many more the parser asked for, when it knows (a body's), else None."""
+
+    def __init__(self, wanted: int | None):
+        super().__init__(wanted)
+        self.wanted = wanted
+
+
+class _BodyTooLarge(Exception):
+    """A chunked body's chunks add up to more than the limit."""
+
+
+class _Gathered(Unreader):
+    """gunicorn's unreader over the bytes of ``buffer`` from ``start`` on: running out of
+    them raises :class:`_OutOfBytes`."""
+
+    def __init__(self, buffer: bytearray, start: int):
+        super().__init__()
+        self.start = start
+        self._data = bytes(buffer[start:])
+        self._size = len(self._data)
+
+    def chunk(self, size_hint=None):
+        if not self._data:
+            raise _OutOfBytes(size_hint)
+        data, self._data = self._data, b""
+        return data
+
+    @property
+    def position(self) -> int:
+        """Where in the buffer the parser has got to (what it took and gave back is not
+        counted)."""
+        return self.start + self._size - len(self._data) - len(self.buf.getvalue())
+
+
+class _Chunks(ChunkedReader):
+    """gunicorn's reader of a chunked body, counting the body against ``limit`` and noting
+    where the chunk being read starts (``mark``, with ``mark_total`` bytes of body before
+    it), so that the next look resumes there."""
+
+    def __init__(self, request: Request, source: _Gathered, total: int, limit: int):
+        super().__init__(request, source)
+        self.source, self.total, self.limit = source, total, limit
+        self.mark, self.mark_total, self.in_trailers = source.start, total, False
+
+    def parse_chunk_size(self, unreader, data=None):
+        self.mark, self.mark_total = self.source.position - len(data or b""), self.total
+        size, rest = super().parse_chunk_size(unreader, data)
+        self.total += size
+        if self.total > self.limit:
+            raise _BodyTooLarge()
+        return size, rest
+
+    def parse_trailers(self, unreader, data):
+        self.in_trailers = True
+        return super().parse_trailers(unreader, data)
+
 
 class DeadlineSocket:
-    """A client socket with the bytes of a request taken ahead (:meth:`gather_head`) and
+    """A client socket with the bytes of a request taken ahead (:meth:`gather`) and
     served first, whose reads end (as if the client closed) once ``deadline`` passes.
 
+    Whether the request is whole is gunicorn's parser's answer, run over the bytes
+    gathered so far: running out of them means wait for more; an error means the request
+    is whole as far as it goes (gunicorn's parser meets the same error and answers it).
     However the request arrives (in one piece or a byte at a time), gathering it costs
-    time in proportion to its size: the bytes are kept in one growing buffer, and each
-    look for its end starts where the last one stopped.
+    time in proportion to its size: a head (or trailers) is looked at again once an empty
+    line may have come or its bytes grew by a quarter, a body of known length once it has
+    all come, and a chunked body from the chunk where the last look stopped, once a line
+    may have ended.
     """
 
-    def __init__(self, sock, body_limit: int = BODY_LIMIT):
+    def __init__(self, sock, cfg: Config | None = None, peer=None, body_limit: int = BODY_LIMIT):
         self._sock = sock
+        self.cfg = cfg if cfg is not None else Config()
+        self.peer = peer
         self.body_limit = body_limit
         self.deadline = float("inf")
-        self.head_deadline: float | None = None
+        self.arrival_deadline: float | None = None  # READ_DEADLINE from the request's first byte
+        self.request: Request | None = None  # the head of the last request gathered
         self._buffer = bytearray()  # bytes taken from the socket
         self._read = 0  # how many of them the parser has had
+        self._gathered = 0  # requests gathered on this connection
         self._restart()
 
     def __getattr__(self, name):
         return getattr(self._sock, name)
 
     @property
+    def raw(self) -> socket.socket:
+        return self._sock
+
+    @property
     def pending(self) -> bool:
         """Whether bytes taken ahead are still to be given to the parser."""
         return self._read < len(self._buffer)
 
-    def _restart(self) -> None:
-        """Forget where the last request ended: the next one starts at ``_read``."""
-        self._scan: int | None = None  # where to go on looking for an empty line
-        self._body_at: int | None = None  # where the body starts, once the head is whole
-        self._body_end: int | None = None  # where a Content-Length body ends
-        self._chunk_at: int | None = None  # the next chunk-size line of a chunked body
-        self._chunked_total = 0
-        self._trailers = False  # the last chunk has come: looking for the trailers' end
+    def has_input(self) -> bool:
+        """Whether the client has sent something not yet read (looked at without waiting
+        or taking it; a closed side is not input)."""
+        if self.pending:
+            return True
+        try:
+            return bool(self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+        except OSError:  # BlockingIOError: nothing has come
+            return False
 
-    def gather_head(self) -> str:
-        """Take what the client sent so far, without waiting: ``COMPLETE`` once the head
-        and its body (announced by ``Content-Length`` or chunked, up to ``body_limit``)
-        are here."""
+    def header(self, name: str) -> str | None:
+        """A field of the last request's head, by its upper-case name."""
+        return next((value for field, value in (self.request.headers if self.request else ()) if field == name), None)
+
+    def unread(self, data: bytes) -> None:
+        """Put back, before what is still buffered, bytes the parser took past the end of
+        its request: the start of the next one."""
+        if data:
+            del self._buffer[:self._read]
+            self._buffer[:0] = data
+            self._read = 0
+
+    def _restart(self) -> None:
+        """Forget the last request: the next one starts at ``_read``."""
+        self._head: Request | None = None  # gunicorn's parse of the head, once whole
+        self._at = 0  # where the next look starts: the body, or the chunk being read
+        self._total = 0  # body bytes of the chunks before ``_at``
+        self._need = 0  # no look before the buffer is this long,
+        self._until: bytes | None = None  # nor until this has come after ``_scan``
+        self._scan = 0
+        self._grown = 0  # or the buffer has grown to this,
+        self._limit = 0  # or to this, where it is refused if the request has not ended
+
+    def gather(self) -> str:
+        """Take what the client sent so far, without waiting: ``COMPLETE`` once the
+        request (head and body) is here, ``WAITING`` until then, ``EXPIRED`` once it has
+        taken longer than READ_DEADLINE, or ``BODY_TOO_LARGE`` / ``HEAD_TOO_LARGE``."""
         now = time.monotonic()
-        while not self._complete():
+        if self.arrival_deadline is None and self.pending:  # pipelined, already here
+            self.arrival_deadline = now + READ_DEADLINE
+        state = self._look()
+        while state == WAITING:
             try:
-                chunk = self._sock.recv(HEAD_LIMIT, socket.MSG_DONTWAIT)
+                chunk = self._sock.recv(READ_SIZE, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
-                chunk = None  # let gunicorn meet the error and close
+                chunk = b""  # let gunicorn meet the error and close
             if not chunk:  # closed: gunicorn's parser sees the end
-                self._restart()
-                return COMPLETE
-            if self.head_deadline is None:
-                self.head_deadline = now + READ_DEADLINE
+                state = COMPLETE
+                break
+            if self.arrival_deadline is None:
+                self.arrival_deadline = now + READ_DEADLINE
             self._buffer += chunk
-        else:
+            state = self._look()
+        if state != WAITING:
+            self.request = self._head
+            self._gathered += 1
             self._restart()
-            self.head_deadline = None  # the next request on this connection starts afresh
-            return COMPLETE
-        if self.head_deadline is not None and now > self.head_deadline:
+            self.arrival_deadline = None  # the next request on this connection starts afresh
+            return state
+        if self.arrival_deadline is not None and now > self.arrival_deadline:
             return EXPIRED
         return WAITING
 
-    def _empty_line(self, start: int) -> int:
-        """Where the next empty line (``\\r\\n\\r\\n``) from ``start`` ends, or -1; a
-        later call looks only at what came since."""
-        found = self._buffer.find(b"\r\n\r\n", start if self._scan is None else self._scan)
-        self._scan = None if found >= 0 else max(start, len(self._buffer) - 3)
-        return found + 4 if found >= 0 else -1
-
-    def _complete(self) -> bool:
-        """Whether the request starting at ``_read`` has come whole, or need not be waited
-        for (too large, malformed: gunicorn's parser or the app answers then)."""
-        buffer = self._buffer
-        if self._body_at is None:
-            body_at = self._empty_line(self._read)
-            if body_at < 0:
-                return len(buffer) - self._read >= HEAD_LIMIT  # gunicorn answers 414 or 431
-            self._body_at = body_at
-            head = (self._read, body_at - 2)
-            if CHUNKED.search(buffer, *head):
-                self._chunk_at = self._body_at
-            else:
-                match = CONTENT_LENGTH.search(buffer, *head)
-                length = int(match.group(1)) if match else 0
-                # A body over the limit is the app's to refuse (413) without reading it.
-                self._body_end = self._body_at + (length if length <= self.body_limit else 0)
-        if self._body_end is not None:
-            return len(buffer) >= self._body_end
-        return self._chunks_complete()
-
-    def _chunks_complete(self) -> bool:
-        buffer = self._buffer
-        while not self._trailers:
-            line_end = buffer.find(b"\r\n", self._chunk_at, self._chunk_at + CHUNK_LINE_LIMIT)
-            if line_end < 0:
-                return len(buffer) - self._chunk_at >= CHUNK_LINE_LIMIT
-            size = bytes(buffer[self._chunk_at:line_end]).split(b";", 1)[0].strip()
-            if not size or size.strip(b"0123456789abcdefABCDEF"):
-                return True
-            length = int(size, 16)
-            if length == 0:  # the last chunk; then trailers, and an empty line
-                self._trailers, self._chunk_at = True, line_end
-                break
-            if self._chunked_total + length > self.body_limit:
-                return True
-            next_at = line_end + 2 + length + 2  # the size line, the data, its CRLF
-            if next_at > len(buffer):
-                return False
-            self._chunked_total += length
-            self._chunk_at = next_at
-        if self._empty_line(self._chunk_at) >= 0:
+    def _worth_a_look(self) -> bool:
+        size = len(self._buffer)
+        if size < self._need:
+            return False
+        if self._until is None or size >= self._grown or size >= self._limit:
             return True
-        return len(buffer) - self._chunk_at >= HEAD_LIMIT
+        found = self._buffer.find(self._until, self._scan) >= 0
+        self._scan = max(self._scan, size - len(self._until) + 1)
+        return found
+
+    def _look(self) -> str:
+        """Run gunicorn's parser over the request's bytes gathered so far (from where the
+        last look stopped, in a chunked body)."""
+        if not self._worth_a_look():
+            return WAITING
+        size, chunks = len(self._buffer), None
+        try:
+            if self._head is None:
+                source = _Gathered(self._buffer, self._read)
+                self._head = Request(self.cfg, source, self.peer, self._gathered + 1)
+                self._at = source.position
+                if isinstance(self._head.body.reader, LengthReader):
+                    length = self._head.body.reader.length
+                    if length > self.body_limit:
+                        return BODY_TOO_LARGE
+                    self._need, self._until = self._at + length, None
+            if isinstance(self._head.body.reader, LengthReader):
+                return COMPLETE if size >= self._need else WAITING
+            chunks = _Chunks(self._head, _Gathered(self._buffer, self._at), self._total, self.body_limit)
+            while chunks.read(READ_SIZE):
+                pass
+            return COMPLETE
+        except _OutOfBytes as out:
+            return self._wait_for(out.wanted, chunks)
+        except _BodyTooLarge:
+            return BODY_TOO_LARGE
+        except Exception:  # noqa: BLE001 - gunicorn's parser refuses the request, and answers it
+            return COMPLETE
+
+    def _wait_for(self, wanted: int | None, chunks: _Chunks | None) -> str:
+        """Note when the next look is worth it; refuse a head or trailers over HEAD_LIMIT
+        and chunk framing out of all proportion to the body."""
+        size = len(self._buffer)
+        if chunks is not None:
+            self._at, self._total = chunks.mark, chunks.mark_total
+        start = self._read if self._head is None else self._at
+        if wanted:  # a chunk's data: nothing to decide before it has all come
+            self._need, self._until = size + wanted, None
+        else:  # a line: look again once it may have ended, or the bytes grew by a quarter
+            self._until = b"\n" if chunks is not None and not chunks.in_trailers else b"\r\n\r\n"
+            self._need, self._scan = size + 1, max(start, size - len(self._until) + 1)
+            self._grown = size + (size - start) // 4 + 1
+        in_a_head = self._head is None or (chunks is not None and chunks.in_trailers)
+        self._limit = start + HEAD_LIMIT if in_a_head else self._read + HEAD_LIMIT + 2 * self.body_limit
+        if size >= self._limit:
+            return HEAD_TOO_LARGE if in_a_head else BODY_TOO_LARGE
+        return WAITING
 
     def _wait(self) -> bool:
         remaining = self.deadline - time.monotonic()
