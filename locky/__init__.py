@@ -80,7 +80,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from locky.routes import Operation, Route
     from locky.settings import Settings, SettingsError
 
-__version__ = "1.0.0"
+#: The package's version (semantic versioning; CHANGELOG.md says what each one changed). The
+#: Swagger document keeps its own, "1.0.0" (locky.spec.VERSION), as the contract says.
+__version__ = "2.0.0"
 
 __all__ = [
     "AuditEvent",

@@ -13,6 +13,8 @@ from locky import schemas as s
 from locky.routes import BASE_PATH, ID_PARAMETER, Route
 
 TITLE = "Locky API"
+#: The API document's version, "1.0.0" as the contract says, whatever the package's own
+#: (``locky.__version__``, which ``locky --version`` prints).
 VERSION = "1.0.0"
 
 DEFINITIONS = {

@@ -75,10 +75,10 @@ def test_command_trees_differ_by_audience(capsys):
 
 @pytest.mark.parametrize("audience", ["anonymous", "app", "admin"])
 def test_version(audience, home, capsys):
-    from importlib.metadata import version
+    from locky import __version__
 
     assert {"anonymous": anonymous, "app": app, "admin": admin}[audience].main(["--version"]) == 0
-    assert capsys.readouterr().out == f"locky-{audience} {version('locky')}\n"
+    assert capsys.readouterr().out == f"locky-{audience} {__version__}\n"
 
 
 def test_usage_errors_exit_2(home, capsys):

@@ -16,13 +16,12 @@ import os
 import sqlite3
 import subprocess
 import sys
-from importlib.metadata import version
 from pathlib import Path
 
 import falcon.testing
 import pytest
 
-from locky import create_app
+from locky import __version__, create_app
 from locky.cli import main as operator
 from locky.cli.check import masked_url
 from locky.clients import admin, anonymous, app
@@ -241,12 +240,25 @@ def test_version_after_every_client_sub_command(audience, capsys):
     for path in levels:
         assert module.main([*path, "--version"]) == 0, path
         captured = capsys.readouterr()
-        assert captured.out == f"locky-{audience} {version('locky')}\n", path
+        assert captured.out == f"locky-{audience} {__version__}\n", path
         assert captured.err == ""
 
 
-def test_the_operator_command_prints_the_installed_version(capsys):
+def test_the_operator_command_prints_the_version_and_the_schema_it_writes(capsys, tmp_path):
+    from locky_pony.migrations import LATEST
+
     with pytest.raises(SystemExit) as exited:
         operator._parser().parse_args(["--version"])
     assert exited.value.code == 0
-    assert capsys.readouterr().out == f"locky {version('locky')}\n"
+    assert capsys.readouterr().out == f"locky {__version__} (database schema version {LATEST})\n"
+    done = locky(tmp_path, "--version")  # reads no settings and no database
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"locky {__version__} (database schema version {LATEST})\n", "")
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_changelog_starts_with_this_version():
+    """CHANGELOG.md's newest release is the package's version, and 1.0.0 is a release before it."""
+    text = (Path(__file__).resolve().parents[1] / "CHANGELOG.md").read_text()
+    releases = [line.split("]")[0][4:] for line in text.splitlines() if line.startswith("## [")]
+    assert releases[0] == "Unreleased" and releases[1] == __version__, releases
+    assert "1.0.0" in releases[2:], releases

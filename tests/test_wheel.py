@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import locky
+
 ROOT = Path(__file__).resolve().parent.parent
 SKIP = shutil.ignore_patterns(
     ".git", "tests", "__pycache__", "*.pyc", "*.egg-info", "build", "dist", "tmp", ".pytest_cache",
@@ -79,8 +81,8 @@ def read(wheel: Path, name: str) -> str:
         return archive.read(name).decode()
 
 
-def test_the_wheel_is_named_for_locky_1_0_0_pure_python(wheel):
-    assert wheel.name == "locky-1.0.0-py3-none-any.whl"
+def test_the_wheel_is_named_for_this_version_pure_python(wheel):
+    assert wheel.name == f"locky-{locky.__version__}-py3-none-any.whl"
 
 
 @pytest.mark.parametrize("path", REQUIRED)
@@ -133,7 +135,7 @@ def test_the_wheel_declares_the_locky_command(wheel, names):
     assert parser["console_scripts"]["locky"].strip() == "locky.cli.main:main"
     (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
     text = read(wheel, metadata)
-    assert "Name: locky" in text and "Version: 1.0.0" in text
+    assert "Name: locky" in text and f"Version: {locky.__version__}\n" in text
 
 
 def _run_unpacked(unpacked: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -163,7 +165,7 @@ def test_the_unpacked_wheel_runs_on_its_own_files(unpacked, tmp_path):
 
 def test_the_wheel_carries_the_licence(wheel, names):
     """``project.license`` is the SPDX expression and LICENSE ships in the dist-info (PEP 639)."""
-    licences = [n for n in names if re.fullmatch(r"locky-1\.0\.0\.dist-info/licenses/LICENSE", n)]
+    licences = [n for n in names if re.fullmatch(rf"locky-{re.escape(locky.__version__)}\.dist-info/licenses/LICENSE", n)]
     assert licences, sorted(n for n in names if ".dist-info/" in n)
     assert read(wheel, licences[0]) == (ROOT / "LICENSE").read_text()
     (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]

@@ -28,10 +28,18 @@ def _config_option() -> argparse.ArgumentParser:
     return parent
 
 
+def _version_line() -> str:
+    """``locky --version``: the package's version and the schema version the bundled storage
+    writes (``locky migrate`` brings an older database to it), read from the code alone."""
+    from locky_pony.migrations import LATEST
+
+    return f"locky {version()} (database schema version {LATEST})"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="locky", description="Locky access-management service.")
-    parser.add_argument("--version", action="version", version=f"locky {version()}",
-                        help="print the version and exit")
+    parser.add_argument("--version", action="version", version=_version_line(),
+                        help="print the version and the database schema it writes, and exit")
     parser.add_argument("--config", metavar="PATH", help=CONFIG_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
     config = [_config_option()]

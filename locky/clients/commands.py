@@ -18,8 +18,9 @@ import getpass
 import os
 import sys
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, Callable, Sequence, TextIO
+
+from locky import __version__
 
 from .http import ApiError, ClientError, HttpClient
 from .output import Printer
@@ -32,10 +33,9 @@ Handler = Callable[["Context", argparse.Namespace], "int | None"]
 
 
 def version() -> str:
-    try:
-        return metadata.version("locky")
-    except metadata.PackageNotFoundError:
-        return "1.0.0"
+    """The package's version, read from the code (an editable install's metadata may be
+    older than the checkout)."""
+    return __version__
 
 
 class UsageError(ClientError):
