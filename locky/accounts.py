@@ -12,10 +12,10 @@ from typing import Any
 
 from datetime import timedelta
 
-from locky import audit, events, letters, password_rules
-from locky.client_address import client_key
+from locky import abuse_limits, audit, events, letters, password_rules
+from locky.login_limits import Attempt, LoginLimits
 from locky.codes import hash_code, hash_recovery_code, new_code
-from locky.errors import Forbidden, Invalid, Locked, Unauthorized
+from locky.errors import Forbidden, Invalid, Unauthorized
 from locky.mail_sender import utcnow
 from locky.records import Identity, User
 from locky.totp import TotpCodes
@@ -46,9 +46,14 @@ class Accounts:
         self.settings = context.settings
         # Checked against for unknown emails, so both failures cost one hash check.
         self._dummy_hash = context.password_hasher.hash(secrets.token_urlsafe(16))
+        self.limits = LoginLimits(context)
 
-    def register(self, *, name: str, email: str, password: str, request_id: str | None = None) -> User:
+    def register(self, *, name: str, email: str, password: str, request_id: str | None = None,
+                 client_address: str | None = None) -> User:
+        """A new account, with the letter proving its address. The client address's
+        hourly registrations are counted first (429 past them), before the slow hash."""
         password_rules.check(password, email=email, name=name)
+        abuse_limits.count_request(self.context, abuse_limits.SIGNUP, client_address)
         storage = self.context.storage
         password_hash = self.context.password_hasher.hash(password)
         with storage.atomic():  # the account, the letter proving its address and the event, together
@@ -65,18 +70,12 @@ class Accounts:
               client_address: str | None = None) -> dict[str, Any]:
         """Tokens for ``email`` and ``password``, or ``Unauthorized`` (401) or ``Locked`` (429).
 
-        Two counts guard it, in the storage's throttle (its rule: exponential backoff, see
-        :class:`~locky.providers.LoginThrottle`): the email's (``login_max_failures``) and,
-        first, the client address's over all emails (``login_max_failures_per_ip``), so
-        one address can neither lock many accounts nor guess on through them. Both count
-        the attempt before the password is checked (concurrent guesses cannot slip
-        through), and a success takes it back: the email's count is forgotten, the
-        address's attempt forgiven (its other failures stay). While either is locked the
-        answer is 429 whatever the password: a right password let through during the
-        lock would make the lock no limit on guessing (the answer would tell).
+        The attempt passes the guess counts of :mod:`locky.login_limits` first (per
+        client address, per account from that address, per account over every address);
+        a success takes it back.
         """
         storage, hasher = self.context.storage, self.context.password_hasher
-        address_key = self._count_attempt(email, client_address, request_id)
+        attempt = self._count_attempt(email, client_address, request_id)
         user = storage.users.get_by_email(email)
         matches = hasher.verify(password, user.password_hash if user else self._dummy_hash)
         if user is None or not matches:
@@ -86,14 +85,12 @@ class Accounts:
             self.context.emit(events.LOGIN_FAILED, details={"email": email}, request_id=request_id)
             raise Unauthorized(BAD_LOGIN)
         if user.mfa_enabled:
-            # Half a login: this attempt is taken back, but the email's earlier failures
-            # (wrong codes) stay until the second factor is right too; forgetting them
-            # here would let whoever knows the password guess codes for ever.
-            storage.throttle.forgive(email)
-            if address_key is not None:
-                storage.throttle.forgive(address_key)
+            # Half a login: this attempt is taken back, but the earlier failures (wrong
+            # codes) stay until the second factor is right too; forgetting them here
+            # would let whoever knows the password guess codes for ever.
+            self.limits.half_succeeded(attempt)
         else:
-            self._succeeded(email, address_key)
+            self.limits.succeeded(attempt)
         # The slow work before the transaction that decides, never between.
         rehash = hasher.hash(password) if hasher.needs_rehash(user.password_hash) else None
         self._may_log_in(user, request_id)
@@ -190,13 +187,13 @@ class Accounts:
         user = storage.users.get_by_uuid(pending.user_uuid) if pending else None
         if user is None or user.email != pending.email:
             raise Unauthorized(BAD_MFA_TOKEN)
-        address_key = self._count_attempt(user.email, client_address, request_id)
+        attempt = self._count_attempt(user.email, client_address, request_id)
         if not self.second_factor(user, code):
             self._failed(user, "wrong second-factor code", request_id)
             raise Unauthorized(BAD_CODE)
         if storage.codes.use(token_hash, "mfa", now=utcnow()) is None:  # spent by a concurrent request
             raise Unauthorized(BAD_MFA_TOKEN)
-        self._succeeded(user.email, address_key)
+        self.limits.succeeded(attempt)
         if not hmac.compare_digest(mfa_token.rpartition(".")[2], self._password_mark(user)):
             raise Unauthorized(BAD_MFA_TOKEN)  # the password of the first step changed since
         self._may_log_in(user, request_id)
@@ -225,41 +222,26 @@ class Accounts:
         return codes
 
     def confirm_password(self, user: User, given: str | None, request_id: str | None = None,
-                         client_address: str | None = None) -> None:
+                         client_address: str | None = None, field: str = "current_password") -> None:
         """Check ``given`` as ``user``'s current password (a change of one's own password
-        or email): counted exactly like a login attempt, so it is no way around the
-        lockout. ``Invalid`` (400 ``current_password``) when missing or wrong, ``Locked``
+        or email, a reauthentication): counted exactly like a login attempt, so it is no
+        way around the lockout. ``Invalid`` (400 on ``field``) when missing or wrong, ``Locked``
         (429) while the email or the client address is locked."""
-        address_key = self._count_attempt(user.email, client_address, request_id)
+        attempt = self._count_attempt(user.email, client_address, request_id)
         if given is None:
             self._failed(user, "current_password missing", request_id)
-            raise Invalid.one("current_password", "Required to change your own password or email.")
+            raise Invalid.one(field, "Required to change your own password or email." if field == "current_password"
+                              else "Required.")
         if not self.context.password_hasher.verify(given, user.password_hash):
             self._failed(user, "current_password wrong", request_id)
-            raise Invalid.one("current_password", "Does not match your current password.")
-        self._succeeded(user.email, address_key)
+            raise Invalid.one(field, "Does not match your current password.")
+        self.limits.succeeded(attempt)
 
-    def _count_attempt(self, email: str, client_address: str | None, request_id: str | None) -> str | None:
-        """Count one password attempt for the client address (first) and the email;
-        raise ``Locked`` while either is locked. The address's throttle key, if any."""
-        throttle, settings = self.context.storage.throttle, self.settings
-        address_key = client_key(client_address) if client_address is not None else None
-        if address_key is not None:
-            retry_after = throttle.hit(address_key, limit=settings.login_max_failures_per_ip,
-                                       window=settings.login_window)
-            if retry_after is not None:
-                self._locked(email, "client address locked", retry_after, request_id)
-        retry_after = throttle.hit(email, limit=settings.login_max_failures, window=settings.login_window)
-        if retry_after is not None:
-            self._locked(email, "locked", retry_after, request_id)
-        return address_key
-
-    def _succeeded(self, email: str, address_key: str | None) -> None:
-        """A right password: the email's count is forgotten, the address's attempt forgiven."""
-        throttle = self.context.storage.throttle
-        throttle.reset(email)
-        if address_key is not None:
-            throttle.forgive(address_key)
+    def _count_attempt(self, email: str, client_address: str | None, request_id: str | None) -> Attempt:
+        """Count one password or code attempt at ``email`` (:mod:`locky.login_limits`);
+        ``Locked`` (429, with its ``login.locked`` event) while a count is locked."""
+        return self.limits.count(email, client_address,
+                                 lambda reason, retry_after: self._locked(email, reason, retry_after, request_id))
 
     def _failed(self, user: User, reason: str, request_id: str | None) -> None:
         self.context.audit.record(audit.LOGIN_FAILED, target_type="user", target_uuid=user.uuid,
@@ -268,10 +250,10 @@ class Accounts:
                           details={"email": user.email, "reason": reason}, request_id=request_id)
 
     def _locked(self, email: str, reason: str, retry_after: int, request_id: str | None) -> None:
+        """The event of a refusal by a locked count (the caller raises the 429)."""
         self.context.audit.record(audit.LOGIN_LOCKED, details={"email": email, "reason": reason,
                                                                "retry_after": retry_after})
         self.context.emit(events.LOGIN_FAILED, details={"email": email, "reason": reason}, request_id=request_id)
-        raise Locked(retry_after)
 
     def _token_body(self, user: User, session_uuid: str, refresh_token: str) -> dict[str, Any]:
         access = self.context.tokens.issue(user_uuid=user.uuid, session_uuid=session_uuid, kind="access")

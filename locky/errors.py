@@ -102,11 +102,13 @@ class Forbidden(LockyError):
 
 
 class Locked(LockyError):
-    """Too many failed logins: 429 with ``Retry-After``."""
+    """Too many requests: 429 with ``Retry-After``; by default the login lockout's, else
+    the abuse limit that ``description`` names (registrations, recovery requests)."""
 
-    def __init__(self, retry_after: int):
-        super().__init__(retry_after)
+    def __init__(self, retry_after: int, description: str = "Too many failed logins; try again later."):
+        super().__init__(retry_after, description)
         self.retry_after = max(1, int(retry_after))
+        self.description = description
 
 
 class StateConflict(LockyError):
@@ -165,9 +167,7 @@ def to_http(error: LockyError) -> falcon.HTTPError:
             return falcon.HTTPForbidden(title=error.title, description=error.description)
         return falcon.HTTPForbidden(description=error.description)
     if isinstance(error, Locked):
-        return falcon.HTTPTooManyRequests(
-            description="Too many failed logins; try again later.", retry_after=error.retry_after
-        )
+        return falcon.HTTPTooManyRequests(description=error.description, retry_after=error.retry_after)
     if isinstance(error, StateConflict):
         return falcon.HTTPConflict(description=error.description)
     if isinstance(error, NotSupported):

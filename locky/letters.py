@@ -5,6 +5,11 @@ a person can copy it and a program can find it; with ``LOCKY_PUBLIC_URL`` set it
 carries a link to the console page that takes the code. The code travels in the link's
 fragment (after ``#``), which browsers never send to a server: it stays out of access
 logs and ``Referer`` headers. ``X-Locky-Purpose`` names what the message is for.
+
+Nothing a caller chose is written into a message except the recipient's own address:
+anyone can register, or ask mail for, an address that is not theirs, so the account's
+name (whatever the registrant typed) must not greet the address's owner or lead the
+text; every message opens with the same fixed words.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ SUBJECTS = {
 
 BODIES = {
     VERIFY: (
-        "Hello {name},\n\n"
+        "Hello,\n\n"
         "please confirm that {email} is your email address by entering this code\n"
         "(it expires in {ttl}):\n\n"
         "Token: {code}\n"
@@ -30,7 +35,7 @@ BODIES = {
         "If you did not ask for this, ignore this message.\n"
     ),
     RESET: (
-        "Hello {name},\n\n"
+        "Hello,\n\n"
         "someone (we hope you) asked to reset the password of the account {email}.\n"
         "Enter this code with your new password (it expires in {ttl}):\n\n"
         "Token: {code}\n"
@@ -42,7 +47,7 @@ BODIES = {
 PAGES = {VERIFY: "verify", RESET: "reset-password"}
 
 
-def compose(purpose: str, *, to: str, name: str, code: str, ttl: int, sender: str,
+def compose(purpose: str, *, to: str, code: str, ttl: int, sender: str,
             public_url: str | None) -> EmailMessage:
     """The message of ``purpose`` (``verify`` or ``reset``) carrying ``code`` to ``to``."""
     link = ""
@@ -55,8 +60,7 @@ def compose(purpose: str, *, to: str, name: str, code: str, ttl: int, sender: st
     message["Date"] = formatdate(localtime=False, usegmt=True)
     message["Message-ID"] = make_msgid(domain="locky")
     message["X-Locky-Purpose"] = purpose
-    message.set_content(BODIES[purpose].format(name=name or to, email=to, code=code, link=link,
-                                               ttl=_duration(ttl)))
+    message.set_content(BODIES[purpose].format(email=to, code=code, link=link, ttl=_duration(ttl)))
     return message
 
 

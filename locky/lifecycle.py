@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from locky import audit, events, letters, password_rules
+from locky import abuse_limits, audit, events, letters, password_rules
 from locky.accounts import Accounts
 from locky.codes import hash_code, hash_recovery_code, new_recovery_code
 from locky.errors import Invalid, StateConflict
@@ -50,17 +50,21 @@ class Lifecycle:
                           request_id=request_id)
         return user
 
-    def resend(self, email: str) -> None:
+    def resend(self, email: str, client_address: str | None = None) -> None:
         """Queue a new verification letter for ``email`` (sent only to a live account
-        still unverified, within the hourly limit)."""
+        still unverified, within the hourly limits). Counted, with ``forgot``, toward
+        the client address's hourly recovery requests (429 past them)."""
+        abuse_limits.count_request(self.context, abuse_limits.RECOVERY, client_address)
         self.queue(letters.VERIFY, email)
 
     # -- password reset -------------------------------------------------------------------
 
-    def forgot(self, email: str) -> None:
+    def forgot(self, email: str, client_address: str | None = None) -> None:
         """Queue a reset letter for ``email`` (sent only to a live account, at most
         three an hour), with its ``password.reset_requested`` event (naming the account
-        only in the trail, never in the answer)."""
+        only in the trail, never in the answer). Counted, with ``resend``, toward the
+        client address's hourly recovery requests (429 past them, with no event)."""
+        abuse_limits.count_request(self.context, abuse_limits.RECOVERY, client_address)
         user = self.storage.users.get_by_email(email)
         with self.storage.atomic():
             self.storage.outbox.put(purpose=letters.RESET, email=email)
@@ -93,7 +97,7 @@ class Lifecycle:
             revoked = self.storage.sessions.revoke_all(user.uuid)
             self.context.audit.record(audit.PASSWORD_RESET, target_type="user", target_uuid=user.uuid,
                                       details={"email": user.email, "sessions_ended": revoked})
-        self.storage.throttle.reset(user.email)
+        self.accounts.limits.clear(user.email)  # every address's lock at the account lifts
         self.context.emit(events.PASSWORD_RESET, kind="users", record=user, actor_uuid=user.uuid,
                           details={"sessions_revoked": revoked}, request_id=request_id)
         return user
@@ -131,19 +135,34 @@ class Lifecycle:
                           request_id=request_id)
         return {"recovery_codes": recovery}
 
-    def totp_remove(self, user: User, code: str, request_id: str | None = None) -> None:
+    def totp_remove(self, user: User, code: str, request_id: str | None = None,
+                    client_address: str | None = None) -> None:
         """Turn TOTP off, proved by a TOTP or recovery code (a stolen access token alone
-        cannot remove the second factor)."""
+        cannot remove the second factor). Each code is a guess counted like a login's
+        (:mod:`locky.login_limits`): wrong ones are failed logins in the trail, and
+        past the limits the answer is 429 whatever the code."""
         state = self.storage.totp.get(user.uuid)
         if state is None or not state.confirmed:
             raise StateConflict("TOTP is not enabled.")
-        if not self.accounts.second_factor(user, code):
+        accounts = self.accounts
+        attempt = accounts._count_attempt(user.email, client_address, request_id)
+        if not accounts.second_factor(user, code):
+            accounts._failed(user, "wrong code removing TOTP", request_id)
             raise Invalid.one("code", "Invalid code.")
+        accounts.limits.succeeded(attempt)
+        self.remove_second_factors(user, actor_uuid=user.uuid, request_id=request_id)
+
+    def remove_second_factors(self, user: User, *, actor_uuid: str, request_id: str | None = None) -> bool:
+        """Turn ``user``'s second factors off, with the ``mfa.disabled`` event whose actor
+        is ``actor_uuid`` (the user, or the admin who removed them). Whether one was on."""
+        by_admin = actor_uuid != user.uuid
         with self.storage.atomic():
             removed = self.storage.totp.remove(user.uuid)
             if removed is not None:
+                details = {"method": "totp", **({"by": "admin"} if by_admin else {})}
                 self.context.audit.record(audit.MFA_DISABLED, target_type="user", target_uuid=user.uuid,
-                                          details={"method": "totp"})
+                                          details=details)
         if removed is not None:
-            self.context.emit(events.MFA_DISABLED, kind="users", record=removed, actor_uuid=user.uuid,
+            self.context.emit(events.MFA_DISABLED, kind="users", record=removed, actor_uuid=actor_uuid,
                               request_id=request_id)
+        return removed is not None

@@ -14,8 +14,10 @@ and a letter is never lost: a crash or an outage only delays it.
   that did not go out must not leave a usable code behind); the next attempt makes a
   new one.
 - Letters that turn out to need no message (an address with no account, one already
-  verified, an account over its hourly limit) are dropped silently: the request that
-  queued them answered the same whatever happened here.
+  verified, an account over its hourly limit, an address that got its hour's
+  verification messages: :data:`locky.abuse_limits.VERIFY_MAIL_PER_HOUR`, whatever
+  queued them) are dropped silently: the request that queued them answered the same
+  whatever happened here.
 - Codes never reach a log line; the sender logs letter ids and failure kinds only.
 """
 
@@ -25,7 +27,7 @@ import logging
 from datetime import datetime, timedelta, timezone
 from email.message import EmailMessage
 
-from locky import letters
+from locky import abuse_limits, letters
 from locky.background import BackgroundWorker
 from locky.codes import hash_code, new_code
 from locky.records import Letter, User
@@ -96,7 +98,7 @@ class MailSender(BackgroundWorker):
         code_hash = hash_code(code)
         self.context.storage.codes.add(code_hash=code_hash, purpose=letter.purpose, user_uuid=user.uuid,
                                        email=user.email, expires_at=now + timedelta(seconds=ttl))
-        message = letters.compose(letter.purpose, to=user.email, name=user.name, code=code, ttl=ttl,
+        message = letters.compose(letter.purpose, to=user.email, code=code, ttl=ttl,
                                   sender=self.settings.mail_from, public_url=self.settings.public_base)
         return message, code_hash
 
@@ -119,4 +121,11 @@ class MailSender(BackgroundWorker):
             if self.context.storage.codes.count_since(user.uuid, letter.purpose, since) >= HOURLY_LIMIT:
                 log.info("mail sender: letter %s dropped: the account's hourly limit is spent", letter.id)
                 return None
+        # Counted last, so only a letter that goes out spends the address's hour; a retry
+        # of one that failed to send was counted on its first attempt.
+        if letter.purpose == letters.VERIFY and letter.attempts == 1 \
+                and not abuse_limits.may_send_verification(self.context, user.email):
+            log.info("mail sender: letter %s dropped: the address's hourly verification messages are spent",
+                     letter.id)
+            return None
         return user

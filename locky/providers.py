@@ -410,9 +410,11 @@ class KeyStore(Protocol):
 class LoginThrottle(Protocol):
     """Failed-login counting with exponential backoff, shared by every worker process.
 
-    Keys are emails (lowercased) and client addresses (``ip:...``). Locky calls
-    :meth:`hit` before it checks a password, so an attempt counts as a failure until a
-    success takes it back (:meth:`reset` for the email, :meth:`forgive` for the address).
+    Keys are emails (lowercased: an account's guesses from every address), an email and
+    a client address (``EMAIL|ip:...``: that address's guesses at that account) and
+    client addresses (``ip:...``: over every account). Locky calls :meth:`hit` before it
+    checks a password, so an attempt counts as a failure until a success takes it back
+    (:meth:`reset` for the account and address, :meth:`forgive` for the others).
 
     The rule, for ``limit`` L and ``window`` W seconds: a key's count starts at its first
     attempt and ends W seconds later. Once the count reaches L, the key is locked for
@@ -421,6 +423,9 @@ class LoginThrottle(Protocol):
     while locked are refused and NOT counted, so they cannot extend the lock; the first
     attempt after the lock ends is counted again (and, failing, locks for twice as long).
     A count whose window has ended starts afresh at the next attempt once no lock holds.
+
+    :meth:`take` keeps a plain quota in the same store under keys of their own (such as
+    ``signup:ip:...``): at most ``limit`` per window, no backoff (CONTRACT §19).
     """
 
     def hit(self, key: str, *, limit: int, window: int) -> int | None:
@@ -433,9 +438,28 @@ class LoginThrottle(Protocol):
         seen again do not pile up.
         """
 
+    def take(self, key: str, *, limit: int, window: int) -> int | None:
+        """Count one request for quota ``key`` atomically: at most ``limit`` per
+        ``window`` seconds, counted from the key's first request; the first request after
+        the window ended starts a new one. Concurrent takes never let more than ``limit``
+        through in one window.
+
+        Return ``None`` when the request may proceed, else the whole seconds (at least 1,
+        rounded up) until the window ends, without counting it. A quota key's row is
+        kept until its window ended, whatever window other keys' pruning uses (a quota
+        of an hour outlives a login window of 15 minutes); :meth:`hit` and :meth:`prune`
+        delete it afterwards. Quota keys never meet :meth:`hit`'s keys.
+        """
+
     def reset(self, key: str) -> bool:
         """Forget ``key``'s count and lock (a successful login; ``locky unlock``).
-        ``True`` when there was something to forget."""
+        ``True`` when there was something to forget: an attempt not forgiven."""
+
+    def reset_prefix(self, prefix: str) -> int:
+        """Forget every key that starts with ``prefix`` (compared exactly: ``%`` and
+        ``_`` are no wildcards), as :meth:`reset` does one: an account's counts from
+        each client address (``locky unlock``, a password reset). How many of them held
+        something to forget (as :meth:`reset` says)."""
 
     def forgive(self, key: str) -> None:
         """Take back one counted attempt of ``key`` (it succeeded), never below zero;
@@ -443,8 +467,9 @@ class LoginThrottle(Protocol):
 
     def prune(self, *, window: int, batch: int = 1000) -> int:
         """Delete up to ``batch`` keys that ended: whose window started ``2 * window``
-        seconds ago or earlier (any count and lock of theirs is over by then). Return
-        how many were deleted."""
+        seconds ago or earlier (any count and lock of theirs is over by then), and
+        quota keys (:meth:`take`) whose window ended that long ago. Return how many
+        were deleted."""
 
 
 class GrantStore(Protocol):
@@ -510,10 +535,10 @@ class AuditStore(Protocol):
     def list(self, *, after_id: int = 0, limit: int = 50, event: str | None = None,
              event_prefix: str | None = None, actor_uuid: str | None = None,
              target_uuid: str | None = None, since: datetime | None = None,
-             until: datetime | None = None) -> Page[AuditEvent]:
+             until: datetime | None = None, ip: str | None = None) -> Page[AuditEvent]:
         """Events with ``id > after_id`` in ascending id order, at most ``limit``, that
         match every filter given: ``event`` exactly, or names starting with
-        ``event_prefix`` (``"user."``); ``actor_uuid``, ``target_uuid`` exactly;
+        ``event_prefix`` (``"user."``); ``actor_uuid``, ``target_uuid``, ``ip`` exactly;
         ``since <= created_at < until``. Keyset paging, as :meth:`RecordStore.list`."""
 
     def prune(self, older_than: datetime, *, batch: int = 1000) -> int:

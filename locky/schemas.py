@@ -255,6 +255,10 @@ class MfaLoginRequestSchema(RequestSchema):
     code = fields.String(required=True, validate=validate.Length(1, 64), **d("A 6-digit code of the authenticator app, or an unused recovery code.", pattern=NO_NUL_PATTERN, example="123456"))
 
 
+class ReauthRequestSchema(RequestSchema):
+    password = fields.String(required=True, validate=validate.Length(1, 1024), **d("Your current password.", format="password", pattern=NO_NUL_PATTERN, example=EXAMPLE_PASSWORD))
+
+
 class TotpCodeRequestSchema(RequestSchema):
     code = fields.String(required=True, validate=validate.Length(1, 64), **d("A 6-digit code of the authenticator app (turning TOTP off: or a recovery code).", pattern=NO_NUL_PATTERN, example="123456"))
 

@@ -127,6 +127,13 @@ class Settings:
     login_window: int = 15 * 60
     # Failed logins one client address may make per window, over all emails.
     login_max_failures_per_ip: int = 50
+    # Failed password (or code) checks one account gets evaluated per hour, over every
+    # address; past it only addresses that signed in to it in the last 30 days are heard.
+    login_max_guesses_per_hour: int = 100
+    # Per client address and hour (CONTRACT §19): registrations, and password-forgot and
+    # verification-resend requests together; over it 429 with Retry-After.
+    signup_max_per_ip: int = 30
+    recovery_max_per_ip: int = 30
     # CIDRs of the reverse proxies whose X-Forwarded-For names the client (see client_address).
     trusted_proxies: tuple[str, ...] = ()
     max_body_bytes: int = 64 * 1024
@@ -232,6 +239,9 @@ class Settings:
             ("login_max_failures", 1, 1000),
             ("login_window", 1, 7 * 24 * 3600),
             ("login_max_failures_per_ip", 1, 1_000_000),
+            ("login_max_guesses_per_hour", 1, 1_000_000),
+            ("signup_max_per_ip", 1, 1_000_000),
+            ("recovery_max_per_ip", 1, 1_000_000),
             ("max_body_bytes", 1024, 16 * 1024 * 1024),
             ("db_timeout", 1, 300),
             ("database_pool_size", 1, 1000),

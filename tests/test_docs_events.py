@@ -187,8 +187,9 @@ def login_failed_disabled(w):
 
 def login_failed_locked(w):
     account = w.user("locked")
-    for _ in range(w.client.app.context.settings.login_max_failures):
-        w.client.simulate_post(LOGIN, json={"email": account.email, "password": "not the password"})
+    for _ in range(w.client.app.context.settings.login_max_failures):  # from the row's address: it is locked
+        w.client.simulate_post(LOGIN, json={"email": account.email, "password": "not the password"},
+                               remote_addr=CLIENT_ADDRESS)
     assert w.send("POST", LOGIN, json={"email": account.email, "password": "not the password"}).status_code == 429
 
 

@@ -174,7 +174,8 @@ def behind_pgbouncer(postgres_database, tmp_path, **env: str):
             locky_server(tmp_path, env={"LOCKY_DATABASE_URL": url, "LOCKY_JWT_SECRET": SECRET,
                                         "LOCKY_THREADS": "4", "LOCKY_BCRYPT_ROUNDS": "4",
                                         "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL,
-                                        "LOCKY_LOGIN_MAX_FAILURES_PER_IP": "1000", **env}) as server:
+                                        "LOCKY_LOGIN_MAX_FAILURES_PER_IP": "1000",
+                                        "LOCKY_SIGNUP_MAX_PER_IP": "1000", **env}) as server:
         yield url, server
 
 

@@ -12,6 +12,7 @@ import sys
 from locky.cli import check as checks
 from locky.cli import policy as policy_cli
 from locky.clients.commands import version
+from locky.login_limits import LoginLimits
 from locky.settings import Settings, SettingsError
 
 #: Commands that read or change an existing database: on a SQLite file that does not
@@ -188,7 +189,7 @@ def _unlock(settings, args) -> int:
         user = _live_user(storage, args.email)
         if user is None:
             return 1
-        cleared = storage.throttle.reset(user.email)
+        cleared = LoginLimits(app.context).clear(user.email)  # from every client address
         print(f"{user.email}: failed logins cleared, the account is unlocked" if cleared
               else f"{user.email}: no failed logins to clear")
         return 0

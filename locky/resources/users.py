@@ -31,7 +31,8 @@ class Registration:
 
     def on_post(self, req, resp):
         data = body(self.context, req, UserRequestSchema())
-        user = self.accounts.register(**data, request_id=req.context.request_id)
+        user = self.accounts.register(**data, request_id=req.context.request_id,
+                                      client_address=req.context.client_address)
         resp.status = falcon.HTTP_201
         resp.location = f"/v1/internal/users/{user.id}"
         resp.media = USER.dump(user)
@@ -185,7 +186,13 @@ def routes(context) -> list[Route]:
     return [
         Route("/v1/public/users/register", Registration(context, accounts), (
             Operation("post", "Register a user", tag, status=201, body="UserRequest", response="User",
-                      public=True, errors=(400, 413, 415, 503), headers={"Location": "The new user's URL."}),
+                      public=True, errors=(400, 413, 415, 429, 503), headers={"Location": "The new user's URL."},
+                      description="Sends a verification message to the address (at most 3 verification"
+                                  " messages per address per hour, whatever sends them). One client address"
+                                  " (X-Forwarded-For only from LOCKY_TRUSTED_PROXIES) may register"
+                                  " LOCKY_SIGNUP_MAX_PER_IP (30) times per hour, counted from its first"
+                                  " registration; past it 429 with Retry-After (the seconds until its hour"
+                                  " ends), before any password is hashed."),
         )),
         Route("/v1/public/users/login", Login(context, accounts), (
             Operation("post", "Log in: get an access and a refresh token", tag, body=LoginRequestSchema,

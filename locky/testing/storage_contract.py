@@ -986,6 +986,21 @@ class StorageContract:
         assert throttle.reset(key) is True
         assert throttle.hit(key, limit=2, window=60) is None
 
+    def test_throttle_reset_prefix(self, storage):
+        throttle = storage.throttle
+        keys = ["a_b@example.com|ip:192.0.2.1", "a_b@example.com|ip:2001:db8::", "a_b@example.com",
+                "axb@example.com|ip:192.0.2.1", "A_B@example.com|ip:192.0.2.9", "ip:192.0.2.1"]
+        for key in keys:
+            assert throttle.hit(key, limit=1, window=60) is None
+            assert throttle.hit(key, limit=1, window=60) is not None  # locked now
+        assert throttle.reset_prefix("a_b@example.com|") == 2
+        assert throttle.reset_prefix("a_b@example.com|") == 0
+        assert throttle.reset_prefix("") == 0
+        # Forgotten: counted afresh. Untouched ("_" is no wildcard, case counts): still locked.
+        assert throttle.hit("a_b@example.com|ip:192.0.2.1", limit=1, window=60) is None
+        for key in keys[2:]:
+            assert throttle.hit(key, limit=1, window=60) is not None, key
+
     def test_throttle_prunes_ended_keys(self, storage):
         throttle = storage.throttle
         for n in range(5):
@@ -1000,6 +1015,40 @@ class StorageContract:
 
     def test_throttle_is_atomic(self, storage):
         results = run_together(8, lambda i: storage.throttle.hit("race@example.com", limit=5, window=60))
+        assert results.count(None) == 5, results
+        assert all(isinstance(r, int) for r in results if r is not None), results
+
+    def test_quota_lets_limit_through_per_window_without_backoff(self, storage):
+        throttle, key = storage.throttle, "signup:ip:192.0.2.1"
+        assert [throttle.take(key, limit=3, window=60) for _ in range(3)] == [None] * 3
+        wait = throttle.take(key, limit=3, window=60)
+        assert isinstance(wait, int) and 55 <= wait <= 60, wait  # until the window ends
+        assert throttle.take(key, limit=3, window=60) is not None  # refused, not counted
+        assert throttle.take("signup:ip:192.0.2.2", limit=3, window=60) is None  # keys apart
+        assert throttle.reset(key) is True
+        assert throttle.take(key, limit=3, window=60) is None
+
+    def test_quota_window_ends_and_starts_afresh(self, storage):
+        throttle, key = storage.throttle, "recovery:ip:192.0.2.1"
+        assert [throttle.take(key, limit=2, window=1) for _ in range(3)][2] == 1
+        time.sleep(1.05)
+        # A new window: ``limit`` again, no longer lock for having been over.
+        assert [throttle.take(key, limit=2, window=1) for _ in range(3)] == [None, None, 1]
+
+    def test_quota_outlives_the_pruning_of_shorter_login_windows(self, storage):
+        """A quota of an hour is not forgotten when logins counted in a window of one
+        second prune the store (their new keys, and prune()): its requests stay spent."""
+        throttle, key = storage.throttle, "signup:ip:192.0.2.1"
+        assert [throttle.take(key, limit=2, window=3600) for _ in range(2)] == [None, None]
+        assert throttle.hit("old@example.com", limit=5, window=1) is None
+        time.sleep(2.05)
+        assert throttle.hit("new@example.com", limit=5, window=1) is None  # prunes what ended
+        assert throttle.prune(window=1) == 0
+        assert throttle.reset("old@example.com") is False  # the ended login key went
+        assert throttle.take(key, limit=2, window=3600) is not None
+
+    def test_quota_is_atomic(self, storage):
+        results = run_together(8, lambda i: storage.throttle.take("signup:ip:192.0.2.9", limit=5, window=60))
         assert results.count(None) == 5, results
         assert all(isinstance(r, int) for r in results if r is not None), results
 
@@ -1670,6 +1719,11 @@ class StorageContract:
         assert found(actor_uuid=u2, after_id=e4.id) == of(e5, e6, e7, e8)
         page = storage.audit.list(target_uuid=g1, limit=2, after_id=e3.id)
         assert self.ids(page) == of(e4, e7) and page.next_after_id == e7.id
+        # The client address exactly (every event above came from 203.0.113.7).
+        e9 = add(storage, "user.login", actor_uuid=u1, target_type="user", target_uuid=u1, ip="2001:db8::7")
+        assert found(ip="2001:db8::7") == of(e9)
+        assert found(ip="203.0.113.7", event="user.login") == of(e2)
+        assert found(ip="2001:db8::") == [] and found(ip="203.0.113.") == []
 
     def test_audit_list_time_bounds(self, storage):
         t = utcnow().replace(microsecond=250001) - timedelta(hours=1)

@@ -59,7 +59,7 @@ class AuditStore:
     @transaction
     def list(self, *, after_id: int = 0, limit: int = 50, event: str | None = None, event_prefix: str | None = None,
              actor_uuid: str | None = None, target_uuid: str | None = None, since: datetime | None = None,
-             until: datetime | None = None) -> Page[AuditEvent]:
+             until: datetime | None = None, ip: str | None = None) -> Page[AuditEvent]:
         Audit = self.e.Audit
         query = Audit.select(lambda a: a.id > after_id)
         if event is not None:
@@ -74,6 +74,8 @@ class AuditStore:
             query = query.filter(lambda a: a.created_at >= since)
         if until is not None:
             query = query.filter(lambda a: a.created_at < until)
+        if ip is not None:
+            query = query.filter(lambda a: a.ip == ip)
         rows = list(query.order_by(Audit.id).limit(limit + 1))
         return _page(rows, limit, audit_record)
 

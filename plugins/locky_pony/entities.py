@@ -127,7 +127,9 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
     class ThrottleRow(db.Entity):
         # One login-throttle key (an email or ``ip:<address>``): when its window started,
         # the attempts counted in it, and when the last was counted (its lock runs from
-        # there). Indexed by window start so ended rows are found and pruned cheaply.
+        # there). A quota key (``signup:ip:...``, see LoginThrottle.take) keeps when its
+        # window ends instead. Indexed by window start so ended rows are found and pruned
+        # cheaply.
         _table_options_ = options
         _table_ = "locky_login_throttle"
         key = PrimaryKey(str, 254)

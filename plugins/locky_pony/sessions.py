@@ -117,13 +117,49 @@ class LoginThrottle:
         row.last_attempt = now
         return None
 
+    @transaction(retries=5, retry_conflicts=True)
+    def take(self, key: str, *, limit: int, window: int) -> int | None:
+        # A quota row keeps in ``window_start`` the time its window ENDS. Pruning (a new
+        # key's hit, prune()) deletes rows whose window_start is twice the pruning
+        # caller's window in the past; a row that holds its end is so never deleted
+        # before it ended, whatever window the caller counts in (a login window of 15
+        # minutes must not forget an hour's quota). No pruning here: this call does not
+        # know the login window, and deleting by its own could end a longer login lock.
+        now = time.time()
+        row = self.e.Throttle.get_for_update(key=key)
+        if row is None:
+            # A concurrent first request makes the insert fail; the retry then locks its row.
+            self.e.Throttle(key=key, window_start=now + window, attempts=1, last_attempt=now)
+            return None
+        if now >= row.window_start:
+            row.window_start, row.attempts = now + window, 0
+        elif row.attempts >= limit:
+            return max(1, math.ceil(row.window_start - now))  # refused and not counted
+        row.attempts += 1
+        row.last_attempt = now
+        return None
+
     @transaction
     def reset(self, key: str) -> bool:
         row = self.e.Throttle.get_for_update(key=key)
         if row is None:
             return False
+        forgotten = row.attempts > 0  # a row whose attempts were all forgiven holds nothing
         row.delete()
-        return True
+        return forgotten
+
+    @transaction
+    def reset_prefix(self, prefix: str) -> int:
+        if not isinstance(prefix, str) or not prefix:
+            return 0
+        # startswith is LIKE with %, _ and the escape character escaped; the exact
+        # comparison after it keeps a case-insensitive collation (MariaDB) from matching more.
+        rows = [row for row in self.e.Throttle.select(lambda t: t.key.startswith(prefix))
+                if row.key.startswith(prefix)]
+        forgotten = sum(row.attempts > 0 for row in rows)
+        for row in rows:
+            row.delete()
+        return forgotten
 
     @transaction
     def forgive(self, key: str) -> None:

@@ -76,7 +76,7 @@ def staggered(first: Callable, second: Callable, delay: float) -> tuple:
 def test_a_reset_never_proves_an_address_set_during_it(slow_client, who):
     client = slow_client
     admin = client.account(ADMIN_EMAIL, verified=True)
-    outcomes = set()
+    outcomes = []
     for trial in range(TRIALS):
         email = f"racer-{trial}@example.com"
         target = BOSSES[trial]
@@ -98,12 +98,13 @@ def test_a_reset_never_proves_an_address_set_during_it(slow_client, who):
         assert reset_result.status_code in (204, 400), reset_result.text
         assert changed.status_code in (200, 409), changed.text
         stored = client.app.context.storage.users.get(account.id)
-        outcomes.add((reset_result.status_code, changed.status_code))
+        outcomes.append((reset_result.status_code, changed.status_code))
         if stored.email == target:
             assert stored.email_verified is False, (trial, reset_result.status_code, changed.status_code)
             assert not is_admin(client, admin, account.uuid), trial
-    # The timing put the change inside the reset's hashing: the change won every time.
-    assert outcomes == {(400, 200)}, outcomes
+    # The timing puts the change inside the reset's hashing (on a quiet machine every
+    # time): the trials did race, so the rule above was put to the test.
+    assert outcomes.count((400, 200)) >= 1, outcomes
 
 
 def test_a_login_during_a_reset_gets_no_session_that_outlives_it(slow_client):

@@ -475,12 +475,18 @@ class LoginThrottle:
         # key -> [window start, attempts, last counted attempt]; in window-start order,
         # since a key whose window starts again moves to the end.
         self.windows: dict[str, list] = {}
+        # Quota keys (take): key -> [window end, requests]; apart, so their windows
+        # (an hour) never hold up the pruning of the login keys above, which relies on
+        # their order.
+        self.quotas: dict[str, list] = {}
 
     def _snapshot(self):
-        return {key: list(entry) for key, entry in self.windows.items()}  # entries change in place
+        # Entries change in place: copy them.
+        return ({key: list(entry) for key, entry in self.windows.items()},
+                {key: list(entry) for key, entry in self.quotas.items()})
 
     def _restore(self, state) -> None:
-        self.windows = state
+        self.windows, self.quotas = state
 
     def hit(self, key: str, *, limit: int, window: int) -> int | None:
         with self.lock:
@@ -504,19 +510,54 @@ class LoginThrottle:
             entry[2] = clock
             return None
 
+    def take(self, key: str, *, limit: int, window: int) -> int | None:
+        with self.lock:
+            clock = time.time()
+            entry = self.quotas.get(key)
+            if entry is None or clock >= entry[0]:
+                self._prune_quotas(clock, self.PRUNE_BATCH)
+                self.quotas.pop(key, None)  # to the end: roughly in order of window end
+                self.quotas[key] = [clock + window, 1]
+                return None
+            if entry[1] >= limit:
+                return max(1, math.ceil(entry[0] - clock))  # refused and not counted
+            entry[1] += 1
+            return None
+
+    def _prune_quotas(self, clock: float, batch: int) -> None:
+        ended = []
+        for key, (end, _) in self.quotas.items():
+            if end > clock or len(ended) == batch:
+                break
+            ended.append(key)
+        for key in ended:
+            del self.quotas[key]
+
     def reset(self, key: str) -> bool:
         with self.lock:
-            return self.windows.pop(key, None) is not None
+            quota = self.quotas.pop(key, None) is not None
+            return self.windows.pop(key, None) is not None or quota
+
+    def reset_prefix(self, prefix: str) -> int:
+        with self.lock:
+            keys = [key for key in self.windows if prefix and key.startswith(prefix)]
+            for key in keys:
+                del self.windows[key]
+            return len(keys)
 
     def forgive(self, key: str) -> None:
         with self.lock:
-            entry = self.windows.get(key)
+            entry = self.windows.get(key, self.quotas.get(key))
             if entry is not None and entry[1] > 0:
                 entry[1] -= 1
 
     def prune(self, *, window: int, batch: int = 1000) -> int:
         with self.lock:
-            return self._prune(time.time(), window, batch)
+            clock = time.time()
+            before = len(self.quotas)
+            self._prune_quotas(clock - 2 * window, batch)
+            gone = before - len(self.quotas)
+            return gone + self._prune(clock, window, batch - gone)
 
     def _prune(self, clock: float, window: int, batch: int) -> int:
         ended = []
@@ -845,7 +886,7 @@ class AuditStore:
     def list(self, *, after_id: int = 0, limit: int = 50, event: str | None = None,
              event_prefix: str | None = None, actor_uuid: str | None = None,
              target_uuid: str | None = None, since: datetime | None = None,
-             until: datetime | None = None) -> Page:
+             until: datetime | None = None, ip: str | None = None) -> Page:
         since = None if since is None else aware(since)
         until = None if until is None else aware(until)
 
@@ -855,7 +896,8 @@ class AuditStore:
                     and (actor_uuid is None or e.actor_uuid == actor_uuid)
                     and (target_uuid is None or e.target_uuid == target_uuid)
                     and (since is None or since <= e.created_at)
-                    and (until is None or e.created_at < until))
+                    and (until is None or e.created_at < until)
+                    and (ip is None or e.ip == ip))
 
         with self.lock:
             rows = self.rows
