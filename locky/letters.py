@@ -19,10 +19,15 @@ from email.utils import formatdate, make_msgid
 from urllib.parse import quote
 
 VERIFY, RESET = "verify", "reset"
+#: The notice that a password was reset: it carries no code (a reset's last step).
+RESET_DONE = "reset-done"
+#: Letters that tell, and carry no code.
+NOTICES = frozenset({RESET_DONE})
 
 SUBJECTS = {
     VERIFY: "Confirm your email address",
     RESET: "Reset your password",
+    RESET_DONE: "Your password was reset",
 }
 
 BODIES = {
@@ -42,16 +47,24 @@ BODIES = {
         "{link}\n"
         "If you did not ask for this, ignore this message: your password stays as it is.\n"
     ),
+    RESET_DONE: (
+        "Hello,\n\n"
+        "the password of the account {email} was just reset with a code sent to this address,\n"
+        "and every sign-in to the account was ended.\n\n"
+        "If that was not you, someone can read this mailbox: secure it, reset the password\n"
+        "again, and tell your administrator.\n"
+    ),
 }
 
 PAGES = {VERIFY: "verify", RESET: "reset-password"}
 
 
-def compose(purpose: str, *, to: str, code: str, ttl: int, sender: str,
+def compose(purpose: str, *, to: str, code: str | None, ttl: int, sender: str,
             public_url: str | None) -> EmailMessage:
-    """The message of ``purpose`` (``verify`` or ``reset``) carrying ``code`` to ``to``."""
+    """The message of ``purpose`` to ``to``: ``verify`` or ``reset`` carrying ``code``,
+    or a notice (:data:`NOTICES`, ``code`` ``None``)."""
     link = ""
-    if public_url:
+    if public_url and purpose not in NOTICES:
         link = f"\nOr open: {public_url}/console/#/{PAGES[purpose]}?token={quote(code, safe='')}\n"
     message = EmailMessage()
     message["Subject"] = SUBJECTS[purpose]

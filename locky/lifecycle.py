@@ -95,9 +95,12 @@ class Lifecycle:
                 raise Invalid.one("token", BAD_TOKEN)
             user = users.update(current.id, password_hash=password_hash, email_verified=True)
             revoked = self.storage.sessions.revoke_all(user.uuid)
+            # The owner hears of it at the address, whoever used the code.
+            self.storage.outbox.put(purpose=letters.RESET_DONE, email=user.email, user_uuid=user.uuid)
             self.context.audit.record(audit.PASSWORD_RESET, target_type="user", target_uuid=user.uuid,
                                       details={"email": user.email, "sessions_ended": revoked})
         self.accounts.limits.clear(user.email)  # every address's lock at the account lifts
+        self.context.mail_sender.wake()
         self.context.emit(events.PASSWORD_RESET, kind="users", record=user, actor_uuid=user.uuid,
                           details={"sessions_revoked": revoked}, request_id=request_id)
         return user

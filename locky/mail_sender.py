@@ -81,17 +81,22 @@ class MailSender(BackgroundWorker):
             delay = retry_delay(letter.attempts)
             log.warning("mail sender: letter %s (%s) not sent on attempt %d (%s); next try in %d s",
                         letter.id, letter.purpose, letter.attempts, type(exc).__name__, delay)
-            storage.codes.use(code_hash, letter.purpose, now=utcnow())  # never delivered: spent
+            if code_hash is not None:
+                storage.codes.use(code_hash, letter.purpose, now=utcnow())  # never delivered: spent
             storage.outbox.retry(letter.id, due_at=utcnow() + timedelta(seconds=delay))
             return
         storage.outbox.done(letter.id)
         log.info("mail sender: letter %s (%s) sent", letter.id, letter.purpose)
 
-    def _prepare(self, letter: Letter) -> tuple[EmailMessage, str] | None:
-        """The message and its code's hash, or ``None`` when nothing is to be sent."""
+    def _prepare(self, letter: Letter) -> tuple[EmailMessage, str | None] | None:
+        """The message and its code's hash (``None`` for a notice), or ``None`` when
+        nothing is to be sent."""
         user = self._recipient(letter)
         if user is None:
             return None
+        if letter.purpose in letters.NOTICES:
+            return letters.compose(letter.purpose, to=user.email, code=None, ttl=0, sender=self.settings.mail_from,
+                                   public_url=self.settings.public_base), None
         ttl = self.settings.verify_ttl if letter.purpose == letters.VERIFY else self.settings.reset_ttl
         now = utcnow()
         code = new_code()

@@ -192,3 +192,16 @@ def test_a_reset_code_sent_before_an_email_change_does_not_work_after_it(locky_c
     assert moved.status_code == 200, moved.text
     assert_fields(reset(locky_client, code, NEW), "token")
     assert login(locky_client, "ada.king@example.com", PASSWORD).status_code == 200
+
+
+def test_a_reset_ends_with_a_notice_to_the_accounts_address(locky_client):
+    """CONTRACT §19: whoever used the code, the owner hears of the reset at the address."""
+    locky_client.register("ada@example.com")
+    code = reset_code(locky_client, "ada@example.com")
+    assert reset(locky_client, code, "a brand new passphrase").status_code == 204
+    notice = locky_client.mailbox.wait("ada@example.com", purpose="reset-done")
+    assert notice["Subject"] == "Your password was reset" and notice["To"] == "ada@example.com"
+    text = notice.get_content()
+    assert "ada@example.com was just reset" in text and "every sign-in to the account was ended" in text
+    assert "Token:" not in text and code not in text
+    assert_mail_settles(locky_client, "ada@example.com", "reset-done", 1)
