@@ -183,7 +183,8 @@ def routes(context, accounts: Accounts) -> list[Route]:
             Operation("post", "Set a new password with a reset code", tag, status=204, body="ResetRequest",
                       public=True, errors=public_errors,
                       description="Sets the password (the password rules apply), ends every login of the"
-                                  " account, lifts its login lockout and marks its email verified. The"
+                                  " account, lifts its login lockout, marks its email verified and sends a"
+                                  " notice of the reset to the account's address. The"
                                   " code is spent only when the password is accepted."),
         )),
         Route("/v1/public/users/login/mfa", MfaLogin(context, accounts), (
