@@ -16,11 +16,13 @@ import re
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 
 import pyotp
 
 from locky.clients import admin, anonymous, app
 from locky.testing import ADMIN_EMAIL, MailBox
+from locky.testing.databases import run_sql
 
 from clients_fixtures import alice, cli, home, locky_settings, mailbox, server, token_file  # noqa: F401
 from clients_helpers import PASSWORD, command_paths
@@ -308,3 +310,19 @@ def test_admin_disables_and_enables_a_user(cli, mailbox, home, alice):
     assert password_login(cli, "app", "alice@example.com").code == 0
     result = cli("admin", "users", "disable", "999999")
     assert result.code == 1 and result.err.startswith("error: 404: ")
+
+
+def test_mfa_commands_prove_the_password_when_the_login_is_old(cli, server, alice, locky_database_url):
+    """A second factor's change needs a recent authentication: past five minutes the
+    server answers RFC 9470's insufficient_user_authentication, and ``mfa`` asks for the
+    password (here on standard input), reauthenticates and goes on."""
+    secret, recovery = enable_mfa(cli)
+    then = (datetime.now(timezone.utc) - timedelta(minutes=6)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    run_sql(locky_database_url, "UPDATE locky_sessions SET created_at = %s WHERE user_uuid = %s", then, alice["uuid"])
+    result = cli("app", "mfa", "disable", "--code", recovery[0], "--password-stdin", stdin="wrong password\n")
+    assert result.code == 1 and result.err.endswith("error: 400: password: Does not match your current password.\n")
+    assert cli.ok("app", "whoami", "--json").json()["mfa_enabled"] is True
+    result = cli("app", "mfa", "disable", "--code", recovery[1], "--password-stdin", stdin=PASSWORD + "\n")
+    assert (result.code, result.out) == (0, "Two-factor authentication is off.\n"), result
+    assert "needs your password again" in result.err
+    assert cli.ok("app", "whoami", "--json").json()["mfa_enabled"] is False

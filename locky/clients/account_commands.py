@@ -12,10 +12,11 @@ never: they are prompted for without echo, or read with ``--password-stdin``.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Callable
 
 from .commands import Context, add_code_option, add_command, add_group, add_password_stdin
 from .http import ApiError
+from .tokens import needs_reauthentication
 from .output import table
 from .session_commands import CODE_PROMPT
 
@@ -24,6 +25,7 @@ RESEND = "/v1/public/users/verify/resend"
 FORGOT = "/v1/public/users/password/forgot"
 RESET = "/v1/public/users/password/reset"
 TOTP = "/v1/private/users/me/mfa/totp"
+REAUTH = "/v1/private/users/me/reauth"
 TOTP_CONFIRM = TOTP + "/confirm"
 
 SETUP_HINT = ("Add the secret to your authenticator app (type it in, or open the otpauth URI, e.g. as a QR code),"
@@ -96,21 +98,36 @@ def _show_recovery_codes(ctx: Context, body: dict[str, Any]) -> None:
         ctx.printer.line(f"  {code}")
 
 
+def _proved(ctx: Context, args: argparse.Namespace, call: Callable[[], Any]) -> Any:
+    """``call()``; when the server asks this login to prove its password again (a
+    second factor's change needs a recent authentication), the password (prompted, or
+    ``--password-stdin``), ``POST /v1/private/users/me/reauth``, and ``call()`` again."""
+    try:
+        return call()
+    except ApiError as exc:
+        if not needs_reauthentication(exc):
+            raise
+    ctx.note("This change needs your password again: your login is older than a few minutes.")
+    ctx.session.request("POST", REAUTH, {"password": ctx.read_password(args, "Password: ")})
+    return call()
+
+
 def mfa_enable(ctx: Context, args: argparse.Namespace) -> None:
     if args.code is None:
-        setup = ctx.session.request("POST", TOTP)
+        setup = _proved(ctx, args, lambda: ctx.session.request("POST", TOTP))
         _show_setup(ctx, setup)
         if args.setup_only:
             ctx.note(f"The setup is pending. Finish it with: {ctx.prog} mfa enable --code CODE")
             return
         ctx.note(SETUP_HINT)
-    body = ctx.with_code(args, "Authentication code: ",
-                         lambda code: ctx.session.request("POST", TOTP_CONFIRM, {"code": code}), _wrong_code)
+    body = ctx.with_code(args, "Authentication code: ", lambda code: _proved(
+        ctx, args, lambda: ctx.session.request("POST", TOTP_CONFIRM, {"code": code})), _wrong_code)
     _show_recovery_codes(ctx, body)
 
 
 def mfa_disable(ctx: Context, args: argparse.Namespace) -> None:
-    ctx.with_code(args, CODE_PROMPT, lambda code: ctx.session.request("DELETE", TOTP, {"code": code}), _wrong_code)
+    ctx.with_code(args, CODE_PROMPT, lambda code: _proved(
+        ctx, args, lambda: ctx.session.request("DELETE", TOTP, {"code": code})), _wrong_code)
     ctx.printer.message("Two-factor authentication is off.", {"mfa_enabled": False})
 
 
@@ -150,6 +167,7 @@ def add_mfa_commands(commands: Any) -> None:
         "of standard input when that is not a terminal), confirm it (POST .../totp/confirm) and print the "
         "recovery codes, shown only this once. In two steps for scripts: --setup-only, then --code CODE.",
     )
+    add_password_stdin(parser, "your password, when the server asks this login to prove it again")
     how = parser.add_mutually_exclusive_group()
     how.add_argument("--setup-only", action="store_true",
                      help="only start the setup and print the secret; finish later with --code")
@@ -162,4 +180,5 @@ def add_mfa_commands(commands: Any) -> None:
         "recovery code.",
     )
     add_code_option(parser, "the authenticator app's code, or a recovery code")
+    add_password_stdin(parser, "your password, when the server asks this login to prove it again")
 
