@@ -19,7 +19,7 @@ from locky.middleware import JSON_UTF8, Authentication, RequestContext
 from locky.plugins import build_plugin_manager
 from locky.registry import ProviderError
 from locky.resources import console, swagger
-from locky.routes import Route
+from locky.routes import Route, Router
 from locky.settings import Settings, SettingsError
 
 log = logging.getLogger("locky")
@@ -84,7 +84,7 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = (), *,
     ]
     for extra in pm.hook.locky_middleware(context=context):
         middleware.extend(extra or ())
-    app = LockyApp(middleware=middleware, media_type=JSON_UTF8)
+    app = LockyApp(middleware=middleware, media_type=JSON_UTF8, router=Router())  # HEAD wherever GET
     # orjson renders response bodies ~10x faster than the json module.
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = falcon.media.JSONHandler(
         dumps=orjson.dumps, loads=orjson.loads

@@ -2,7 +2,8 @@
 
 One declaration mounts the route on Falcon, writes its part of ``/swagger/doc.json``
 and says whether each operation is public (answered without credentials), so the
-three cannot drift apart.
+three cannot drift apart. :class:`Router` mounts it: wherever a route serves GET it
+answers HEAD too (the same responder, headers without the body).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, Iterable
 import falcon
 from marshmallow import Schema
 
+from locky.records import MAX_ID
+
 BASE_PATH = "/v1"
 ID_PARAMETER = {
     "in": "path",
@@ -22,7 +25,7 @@ ID_PARAMETER = {
     "type": "integer",
     "format": "int64",
     "minimum": 1,
-    "maximum": 2**63 - 1,
+    "maximum": MAX_ID,
     "description": "The record's id.",
 }
 
@@ -62,9 +65,13 @@ class Route:
 
     @property
     def spec_path(self) -> str:
-        """The Swagger path: relative to ``basePath``, ``{id:id}`` written ``{id}``."""
+        """The Swagger path: relative to ``basePath``, ``{id:id}`` written ``{id}``. A path
+        outside ``/v1`` (``/.well-known/jwks.json``) climbs out of it with a dot segment,
+        ``/../.well-known/jwks.json``: Swagger 2.0 has one ``basePath`` for the whole
+        document, and ``/v1/../.well-known/jwks.json`` resolves to the served path
+        (RFC 3986, section 5.2.4), in Swagger UI's "Try it out" too."""
         path = re.sub(r"\{(\w+):[^}]*\}", r"{\1}", self.path)
-        return path[len(BASE_PATH):] if path.startswith(BASE_PATH + "/") else path
+        return path[len(BASE_PATH):] if path.startswith(BASE_PATH + "/") else "/.." + path
 
 
 def public_requests(routes: Iterable[Route]) -> frozenset[tuple[str, str]]:
@@ -79,7 +86,30 @@ def public_requests(routes: Iterable[Route]) -> frozenset[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     for route in routes:
         found.update((route.path, op.method.upper()) for op in route.operations if op.public)
+        # HEAD is GET without the body (Router): as open as GET, never more.
+        found.update((route.path, "HEAD") for op in route.operations if op.public and op.method.upper() == "GET")
         suffix = f"_{route.suffix}" if route.suffix else ""
         found.update((route.path, method) for method in falcon.COMBINED_METHODS
-                     if not hasattr(route.resource, f"on_{method.lower()}{suffix}"))
+                     if not _serves(route.resource, method, suffix))
     return frozenset(found)
+
+
+def _serves(resource: Any, method: str, suffix: str) -> bool:
+    """Whether ``resource`` has a responder for ``method`` once mounted by :class:`Router`."""
+    if hasattr(resource, f"on_{method.lower()}{suffix}"):
+        return True
+    return method == "HEAD" and hasattr(resource, f"on_get{suffix}")
+
+
+class Router(falcon.routing.CompiledRouter):
+    """Falcon's router, answering HEAD wherever a route serves GET (RFC 9110 section
+    9.3.2: the same status and headers, no body): Falcon calls the route's GET
+    responder and drops the body itself for a HEAD request, keeping ``Content-Length``.
+    Falcon answers 405 to HEAD on its own; ``map_http_methods`` is its documented
+    seam for a different mapping. A resource's own ``on_head`` still wins."""
+
+    def map_http_methods(self, resource: object, **kwargs: Any) -> dict[str, Any]:
+        method_map = super().map_http_methods(resource, **kwargs)
+        if "GET" in method_map and "HEAD" not in method_map:
+            method_map["HEAD"] = method_map["GET"]
+        return method_map

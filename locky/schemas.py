@@ -386,6 +386,24 @@ class KeyListSchema(Schema):
     keys = fields.List(fields.Nested(KeyInfoSchema), **d("Every stored key, oldest first."))
 
 
+class JwksSchema(Schema):
+    keys = fields.List(fields.Nested(JwkSchema), **d("The active public key and every retired one whose tokens"
+                                                     " may still be valid; empty with an HMAC algorithm."))
+
+
+class ServerMetadataSchema(Schema):
+    issuer = fields.String(**d("The tokens' iss: LOCKY_JWT_ISSUER, else LOCKY_PUBLIC_URL, else http://host:port."))
+    jwks_uri = fields.String(**d("Absolute URL of /.well-known/jwks.json."))
+    token_endpoint = fields.String(**d("Absolute URL of the login (POST /v1/public/users/login)."))
+    introspection_endpoint = fields.String(**d("Absolute URL of POST /v1/internal/tokens/introspect."))
+    revocation_endpoint = fields.String(**d("Absolute URL of POST /v1/public/tokens/revoke."))
+    grant_types_supported = fields.List(fields.String(), **d('["password", "refresh_token"].'))
+    token_endpoint_auth_methods_supported = fields.List(fields.String(), **d('["none"].'))
+    introspection_endpoint_auth_methods_supported = fields.List(fields.String(), **d('["bearer"].'))
+    response_types_supported = fields.List(fields.String(), **d("Empty: Locky has no authorization endpoint."))
+    id_token_signing_alg_values_supported = fields.List(fields.String(), **d("LOCKY_JWT_ALGORITHM."))
+
+
 class IntrospectionSchema(Schema):
     active = fields.Boolean(**d("Whether the token is valid now; when false no other field is given."))
     sub = fields.String(**d("The user's uuid."))

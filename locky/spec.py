@@ -50,6 +50,8 @@ DEFINITIONS = {
     "TokenRequest": s.TokenRequestSchema,
     "Jwk": s.JwkSchema,
     "KeyList": s.KeyListSchema,
+    "Jwks": s.JwksSchema,
+    "ServerMetadata": s.ServerMetadataSchema,
     "Introspection": s.IntrospectionSchema,
     "Empty": s.EmptySchema,
     "MfaChallenge": s.MfaChallengeSchema,
@@ -211,5 +213,5 @@ def _with_server_errors(responses: dict[str, Any]) -> dict[str, Any]:
 
 
 def _operation_id(method: str, path: str) -> str:
-    words = [p.strip("{}") for p in path.strip("/").split("/") if p]
+    words = [w for p in path.strip("/").split("/") if p != ".." for w in re.split(r"[{}.-]+", p) if w]
     return method + "".join(w[:1].upper() + w[1:] for w in words)

@@ -79,6 +79,39 @@ def test_health_other_methods_are_405_with_a_json_error(locky_client, method):
     assert "GET" in result.headers["allow"]
 
 
+# -- HEAD ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [HEALTH, "/console/", "/console", "/swagger/index.html", "/swagger/doc.json",
+                                  "/.well-known/jwks.json", "/.well-known/oauth-authorization-server"])
+def test_head_answers_like_get_without_a_body(locky_client, path):
+    got = locky_client.simulate_get(path)
+    head = locky_client.simulate_head(path)
+    assert (head.status_code, got.status_code) == (200, 200)
+    assert head.content == b""
+    assert head.headers["content-length"] == str(len(got.content))
+    assert head.headers["content-type"] == got.headers["content-type"]
+    assert head.headers.get("cache-control") == got.headers.get("cache-control")
+
+
+def test_head_needs_what_get_needs(locky_client, locky_user):
+    """A protected GET is a protected HEAD: 401 without a token, 200 (no body) with one."""
+    refused = locky_client.simulate_head("/v1/internal/users/me")
+    assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+    assert refused.content == b""
+    allowed = locky_client.simulate_head("/v1/internal/users/me", headers=locky_user.headers)
+    assert allowed.status_code == 200 and allowed.content == b""
+    assert allowed.headers["content-length"] == str(len(
+        locky_client.simulate_get("/v1/internal/users/me", headers=locky_user.headers).content))
+
+
+def test_head_where_no_get_is_served_stays_405(locky_client):
+    result = locky_client.simulate_head(REGISTER)
+    assert result.status_code == 405
+    assert "HEAD" not in result.headers["allow"] and "POST" in result.headers["allow"]
+    assert "HEAD" in locky_client.simulate_post(HEALTH).headers["allow"]
+
+
 # -- request ids -------------------------------------------------------------
 
 

@@ -7,6 +7,7 @@ others; and ``/swagger/index.html`` is Swagger UI served from local files only."
 
 from __future__ import annotations
 
+import posixpath
 import re
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlparse
@@ -29,16 +30,17 @@ def doc(locky_client) -> dict:
 
 
 def served_routes(app) -> set[tuple[str, str]]:
-    """Every (path template, method) under /v1 that a resource of the real router implements."""
+    """Every (path template, method) under /v1 and /.well-known that a resource of the real
+    router implements (HEAD, GET's twin wherever GET is served, is not listed)."""
     found: set[tuple[str, str]] = set()
 
     def walk(nodes):
         for node in nodes:
-            if node.method_map and node.uri_template.startswith("/v1/"):
+            if node.method_map and node.uri_template.startswith(("/v1/", "/.well-known/")):
                 for method, responder in node.method_map.items():
                     # Falcon fills the other methods with its own 405 and OPTIONS responders;
                     # only the resource's own bound methods are served routes.
-                    if getattr(responder, "__self__", None) is node.resource:
+                    if getattr(responder, "__self__", None) is node.resource and method != "HEAD":
                         template = re.sub(r"\{(\w+)(:[^}]*)?\}", r"{\1}", node.uri_template)
                         found.add((template, method.lower()))
             walk(node.children)
@@ -48,8 +50,10 @@ def served_routes(app) -> set[tuple[str, str]]:
 
 
 def documented_routes(doc: dict) -> set[tuple[str, str]]:
+    """(path, method) of every operation, its path resolved against the base path as a
+    client does: ``/v1`` + ``/../.well-known/jwks.json`` is ``/.well-known/jwks.json``."""
     return {
-        (doc["basePath"] + path, method)
+        (posixpath.normpath(doc["basePath"] + path), method)
         for path, item in doc["paths"].items()
         for method in item
         if method in HTTP_METHODS
@@ -152,6 +156,30 @@ def test_every_documented_operation_is_served(locky_app, doc):
     assert not phantom, f"documented but not served: {sorted(phantom)}"
 
 
+def test_the_well_known_documents_are_in_the_swagger_document(doc):
+    """Issue 36: both served outside /v1, shown as paths that resolve to them from the base path."""
+    for served, definition in (("/.well-known/jwks.json", "Jwks"),
+                               ("/.well-known/oauth-authorization-server", "ServerMetadata")):
+        path = "/.." + served
+        assert posixpath.normpath(doc["basePath"] + path) == served
+        operation = doc["paths"][path]["get"]
+        assert "security" not in operation
+        assert operation["responses"]["200"]["schema"] == {"$ref": f"#/definitions/{definition}"}
+        assert served in operation["description"]
+    assert set(doc["definitions"]["Jwks"]["properties"]) == {"keys"}
+    assert {"issuer", "jwks_uri", "token_endpoint", "introspection_endpoint", "revocation_endpoint",
+            "grant_types_supported"} <= set(doc["definitions"]["ServerMetadata"]["properties"])
+    assert doc["info"]["version"] == "1.0.0"
+
+
+def test_the_metadata_answer_has_only_documented_fields(locky_client, doc):
+    metadata = locky_client.simulate_get("/.well-known/oauth-authorization-server").json
+    assert set(metadata) <= set(doc["definitions"]["ServerMetadata"]["properties"])
+    jwks = locky_client.simulate_get("/.well-known/jwks.json").json
+    for key in jwks["keys"]:
+        assert set(key) <= set(doc["definitions"]["Jwk"]["properties"])
+
+
 def test_the_contract_endpoints_are_all_documented(doc):
     expected = {
         ("/public/health", "get"), ("/public/users/register", "post"), ("/public/users/login", "post"),
@@ -171,7 +199,7 @@ def test_the_contract_endpoints_are_all_documented(doc):
 
 def test_protected_operations_require_bearer_and_public_ones_do_not(doc):
     for path, method, operation in operations(doc):
-        if path.startswith("/public/"):
+        if path.startswith(("/public/", "/../.well-known/")):
             assert not operation.get("security"), (path, method)
         else:
             security = operation.get("security", doc.get("security"))

@@ -194,16 +194,27 @@ class Revocation:
         resp.media = {}
 
 
+#: Why the two well-known paths read ``/../.well-known/...`` in the Swagger document.
+OUTSIDE = (" Swagger 2.0 has one base path, so the path shown climbs out of it (/v1/../.well-known/...),"
+           " which resolves to the served one.")
+
+
 def routes(context) -> list[Route]:
     tag = "tokens"
     form = ("Body as application/json or application/x-www-form-urlencoded (token=...).")
     return [
         Route(JWKS_PATH, Jwks(context), (
-            Operation("get", "The public keys that sign tokens (JWKS, RFC 7517)", tag, public=True),
-        ), in_spec=False),
+            Operation("get", "The public keys that sign tokens (JWKS, RFC 7517)", tag, response="Jwks",
+                      public=True, errors=(503,), headers={"Cache-Control": "public, max-age=300"},
+                      description=f"Served at {JWKS_PATH}, outside the base path /v1." + OUTSIDE),
+        )),
         Route(METADATA_PATH, Metadata(context), (
-            Operation("get", "Authorization-server metadata (RFC 8414)", tag, public=True),
-        ), in_spec=False),
+            Operation("get", "Authorization-server metadata (RFC 8414)", tag, response="ServerMetadata",
+                      public=True, errors=(503,),
+                      headers={"Cache-Control": "public, max-age=300; no-store when no setting names"
+                                                " Locky's URL (the URLs are then the request's own)"},
+                      description=f"Served at {METADATA_PATH}, outside the base path /v1." + OUTSIDE),
+        )),
         Route("/v1/internal/keys", KeyList(context), (
             Operation("get", "The signing keys: active and retired", tag, response="KeyList",
                       errors=(401, 403, 503),
