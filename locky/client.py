@@ -42,6 +42,9 @@ For web applications: :class:`FalconMiddleware` (Falcon, imported only when used
 Two exceptions: :class:`InvalidToken` (a ``ValueError``) for a token that is refused,
 the caller's fault, answered 401; :class:`VerifierError` (a ``RuntimeError``) when the
 verifier cannot decide, because Locky is unreachable or misconfigured, answered 503.
+
+For webhook receivers: :func:`verify_signature` returns nothing and raises
+:class:`InvalidSignature` (a ``ValueError``) for a delivery that is not Locky's.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ import jwt
 
 __all__ = [
     "FalconMiddleware",
+    "InvalidSignature",
     "InvalidToken",
     "TokenRequired",
     "TokenVerifier",
@@ -464,19 +468,35 @@ class TokenVerifier:
 # -- web applications ---------------------------------------------------------------------
 
 
-def verify_signature(secret: str, headers, body: bytes | str, *, tolerance: int = 300) -> bool:
-    """Whether a webhook delivery is Locky's (CONTRACT §12): ``headers`` (any mapping,
-    any case) hold a ``Locky-Signature: t=<unix seconds>,v1=<hex>`` whose HMAC-SHA256 under
-    the webhook's ``secret`` over ``"<t>.<body>"`` matches, made within ``tolerance``
-    seconds of now. ``body`` is the raw request body, before any JSON parsing::
+class InvalidSignature(ValueError):
+    """A webhook delivery that is not Locky's: no ``Locky-Signature``, one made with
+    another secret or over another body, or one older than the tolerance (a replay).
+    ``reason`` says which; answer the sender 400 and drop the body."""
 
-        if not verify_signature(secret, request.headers, request.get_data()):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def verify_signature(secret: str, headers, body: bytes | str, *, tolerance: int = 300) -> None:
+    """Check that a webhook delivery is Locky's (CONTRACT §12), or raise
+    :class:`InvalidSignature`: ``headers`` (any mapping, any case) must hold a
+    ``Locky-Signature: t=<unix seconds>,v1=<hex>`` whose HMAC-SHA256 under the webhook's
+    ``secret`` over ``"<t>.<body>"`` matches, made within ``tolerance`` seconds of now.
+    ``body`` is the raw request body, before any JSON parsing. It returns nothing: a
+    receiver cannot accept a forged delivery by forgetting to look at an answer::
+
+        try:
+            verify_signature(secret, request.headers, body)
+        except InvalidSignature:
             return 400
         event = json.loads(body)   # skip it if event["id"] was seen: delivery is at-least-once
     """
-    from locky.webhook_signing import verify
+    from locky.webhook_signing import problem
 
-    return verify(secret, headers, body, tolerance=tolerance)
+    reason = problem(secret, headers, body, tolerance=tolerance)
+    if reason is not None:
+        raise InvalidSignature(reason)
 
 
 def bearer_token(authorization: str | None) -> str:

@@ -57,20 +57,31 @@ def _header(headers, name: str) -> str | None:
     return None
 
 
-def verify(secret: str, headers, body: bytes | str, *, tolerance: int = TOLERANCE, now: float | None = None) -> bool:
-    """Whether ``body`` (the raw request body, exactly as received) carries a good
-    ``Locky-Signature`` under ``secret`` in ``headers``, made within ``tolerance``
-    seconds of ``now`` (a replayed old delivery is refused). Compares in constant time."""
+def problem(secret: str, headers, body: bytes | str, *, tolerance: int = TOLERANCE,
+            now: float | None = None) -> str | None:
+    """What is wrong with a delivery's signature, or ``None`` when ``body`` (the raw
+    request body, exactly as received) carries a good ``Locky-Signature`` under
+    ``secret`` in ``headers``, made within ``tolerance`` seconds of ``now`` (a replayed
+    old delivery is refused). Compares in constant time."""
     if isinstance(body, str):
         body = body.encode()
+    if not secret:
+        return "no webhook secret to check the signature with"
     value = _header(headers, SIGNATURE_HEADER)
-    if not secret or not isinstance(value, str):
-        return False
+    if not isinstance(value, str):
+        return f"no {SIGNATURE_HEADER} header"
     timestamp, signatures = parse(value)
     if timestamp is None or not signatures:
-        return False
+        return f"the {SIGNATURE_HEADER} header is not t=<seconds>,v1=<hex>"
     moment = time.time() if now is None else now
     if tolerance is not None and abs(moment - timestamp) > tolerance:
-        return False
+        return f"the signature's time is more than {tolerance} seconds from now (a replay?)"
     expected = signature(secret, timestamp, body)
-    return any(hmac.compare_digest(expected, given) for given in signatures)
+    if not any(hmac.compare_digest(expected, given) for given in signatures):
+        return "the signature does not match this body under this secret"
+    return None
+
+
+def verify(secret: str, headers, body: bytes | str, *, tolerance: int = TOLERANCE, now: float | None = None) -> bool:
+    """Whether the delivery's signature is good (:func:`problem` finds nothing)."""
+    return problem(secret, headers, body, tolerance=tolerance, now=now) is None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import io
 import json
 import os
 import subprocess
@@ -787,3 +788,65 @@ def test_importing_locky_client_loads_none_of_the_server():
             " & {'falcon', 'pony', 'casbin', 'marshmallow', 'pluggy', 'apispec', 'orjson'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- webhook receivers ------------------------------------------------------------------
+
+
+def documented_receiver(secret: str):
+    """The WSGI receiver of docs/clients.md ("Receiving webhooks"), as a reader saves it."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "clients.md").read_text()
+    section = page[page.index("## Receiving webhooks"):]
+    source = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<docs/clients.md>", "exec"), namespace)
+    namespace["SECRET"] = secret
+    return namespace
+
+
+def deliver(receiver, body: bytes, headers: dict[str, str]) -> tuple[str, bytes]:
+    environ: dict[str, Any] = {"REQUEST_METHOD": "POST", "CONTENT_LENGTH": str(len(body))}
+    wsgiref.util.setup_testing_defaults(environ)
+    environ["wsgi.input"] = io.BytesIO(body)
+    for name, value in headers.items():
+        environ["HTTP_" + name.upper().replace("-", "_")] = value
+    answered = {}
+    out = b"".join(receiver(environ, lambda status, headers: answered.setdefault("status", status)))
+    return answered["status"], out
+
+
+def test_verify_signature_raises_on_a_forged_delivery_and_returns_nothing_on_a_good_one():
+    from locky import webhook_signing
+    from locky.client import InvalidSignature, verify_signature
+
+    secret, body = "whsec_" + "k" * 43, b'{"id":"e1","event":"user.registered","data":{}}'
+    good = {"Locky-Signature": webhook_signing.header(secret, body)}
+    assert verify_signature(secret, good, body) is None
+    for headers, sent, reason in (
+            ({}, body, "no Locky-Signature header"),
+            (good, body.replace(b"e1", b"e2"), "does not match"),
+            ({"Locky-Signature": webhook_signing.header("whsec_other", body)}, body, "does not match"),
+            ({"Locky-Signature": webhook_signing.header(secret, body, time.time() - 3600)}, body, "seconds")):
+        with pytest.raises(InvalidSignature, match=reason) as raised:
+            verify_signature(secret, headers, sent)
+        assert isinstance(raised.value, ValueError) and raised.value.reason
+
+
+def test_the_documented_receiver_takes_locky_deliveries_and_refuses_forged_ones(capsys):
+    from locky import webhook_signing
+
+    secret = "whsec_" + "r" * 43
+    namespace = documented_receiver(secret)
+    receiver = namespace["receiver"]
+    body = b'{"id":"4b1c","event":"user.registered","created_at":"2026-11-22T10:00:00Z","data":{"n":1}}'
+    status, _ = deliver(receiver, body, {"Locky-Signature": webhook_signing.header(secret, body)})
+    assert status.startswith("204")
+    assert "user.registered" in capsys.readouterr().out
+    forged = body.replace(b'"n":1', b'"n":2')
+    for headers in ({}, {"Locky-Signature": webhook_signing.header(secret, body)},
+                    {"Locky-Signature": webhook_signing.header("whsec_guess", forged)}):
+        status, text = deliver(receiver, forged, headers)
+        assert status.startswith("400"), (headers, status)
+        assert text
+    assert namespace["seen"] == {"4b1c"}
+    assert capsys.readouterr().out == ""  # nothing forged was handled

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import ipaddress
 import json
 import re
 import shlex
@@ -236,3 +237,25 @@ def test_an_event_record_holds_no_password_hash_as_the_event_table_says(locky_ap
     LockyClient(locky_app_factory(plugin_objects=[Recorder()])).register("ada@example.com")
     assert records
     assert all(not getattr(record, "password_hash", "") for record in records)
+
+
+# -- example addresses ------------------------------------------------------------------
+
+PRIVATE_NETWORKS = [ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16")]
+
+
+def test_the_docs_name_reserved_example_hosts_never_a_private_address():
+    """Examples name example.com hosts (RFC 2606) or loopback, never an address of
+    somebody's private network that a reader might copy into a webhook or a proxy list."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").rglob("*.md"))]
+    found = []
+    for page in pages:
+        for match in re.finditer(r"(?<![\w.])(\d{1,3}(?:\.\d{1,3}){3})(?![\w.]*\d)", page.read_text()):
+            try:
+                address = ipaddress.ip_address(match.group(1))
+            except ValueError:
+                continue
+            if any(address in network for network in PRIVATE_NETWORKS):
+                found.append(f"{page.relative_to(ROOT)}: {match.group(1)}")
+    assert not found, found
+    assert "hooks.example.com" in (ROOT / "docs" / "clients.md").read_text()

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import pytest
 
 from locky import webhook_sender, webhook_targets
-from locky.client import verify_signature
+from locky.client import InvalidSignature, verify_signature
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient
 from locky.testing.server import ServerProcess, free_port, locky_server
 from webhook_receiver import Receiver, closed_port
@@ -145,10 +145,11 @@ def settled(items: list[dict]) -> bool:
 
 def check_signature(secret: str, request) -> None:
     """The signature is good for the body as received, by the client helper and by the
-    contract's formula computed here, and bad for anything else."""
-    assert verify_signature(secret, request.headers, request.body)
-    assert verify_signature(secret, request.header_dict, request.body)  # a plain dict
-    assert verify_signature(secret, request.headers, request.body.decode())  # str body
+    contract's formula computed here, and refused (raised, never a value to forget to look
+    at) for anything else."""
+    assert verify_signature(secret, request.headers, request.body) is None
+    verify_signature(secret, request.header_dict, request.body)  # a plain dict
+    verify_signature(secret, request.headers, request.body.decode())  # str body
     match = SIGNATURE.match(request.headers["Locky-Signature"])
     assert match, request.headers["Locky-Signature"]
     t, v1 = match.groups()
@@ -156,15 +157,17 @@ def check_signature(secret: str, request) -> None:
     expected = hmac.new(secret.encode(), t.encode() + b"." + request.body, hashlib.sha256).hexdigest()
     assert hmac.compare_digest(expected, v1)
     # Wrong secret, tampered body, missing or garbled header: refused.
-    assert not verify_signature(secret + "x", request.headers, request.body)
-    assert not verify_signature("whsec_" + "A" * 43, request.headers, request.body)
     tampered = request.body.replace(b'"event":"', b'"event":"x', 1)
     assert tampered != request.body
-    assert not verify_signature(secret, request.headers, tampered)
-    assert not verify_signature(secret, request.headers, request.body + b" ")
-    assert not verify_signature(secret, {}, request.body)
-    assert not verify_signature(secret, {"Locky-Signature": f"t={int(t) + 1},v1={v1}"}, request.body)
-    assert not verify_signature("", request.headers, request.body)
+    for key, headers, body in ((secret + "x", request.headers, request.body),
+                               ("whsec_" + "A" * 43, request.headers, request.body),
+                               (secret, request.headers, tampered),
+                               (secret, request.headers, request.body + b" "),
+                               (secret, {}, request.body),
+                               (secret, {"Locky-Signature": f"t={int(t) + 1},v1={v1}"}, request.body),
+                               ("", request.headers, request.body)):
+        with pytest.raises(InvalidSignature):
+            verify_signature(key, headers, body)
 
 
 def parse_time(value: str) -> datetime:
@@ -265,7 +268,8 @@ def test_star_gets_everything_and_patterns_select_only_their_events(hooks):
         assert {r.json["event"] for r in prefixes.seen()} == {"role.created", "user.registered"}
         for request in everything.seen():
             check_signature(star["secret"], request)
-            assert not verify_signature(only["secret"], request.headers, request.body)  # each has its own secret
+            with pytest.raises(InvalidSignature):  # each has its own secret
+                verify_signature(only["secret"], request.headers, request.body)
 
 
 # ---------------------------------------------------------------------------------------
