@@ -259,3 +259,27 @@ def test_the_docs_name_reserved_example_hosts_never_a_private_address():
                 found.append(f"{page.relative_to(ROOT)}: {match.group(1)}")
     assert not found, found
     assert "hooks.example.com" in (ROOT / "docs" / "clients.md").read_text()
+
+
+def test_locky_policy_test_runs_the_shipped_cases_without_a_file(capsys, tmp_path):
+    """The README's `locky policy test --policy DIR`: the cases shipped in the package,
+    which pyproject.toml's package data puts in the wheel beside the shipped policy."""
+    import tomllib
+
+    from locky.cli.main import main
+    from locky.cli.policy import shipped_cases
+
+    assert shipped_cases().is_file() and shipped_cases().name == "cases.csv"
+    assert "locky policy test --policy ./my-policy" in README
+    assert main(["policy", "test"]) == 0
+    assert re.search(r"\b(\d{2,}) passed, 0 failed", capsys.readouterr().out)
+    own = tmp_path / "policy"
+    own.mkdir()
+    for name in ("model.conf", "policy.csv"):
+        (own / name).write_text((ROOT / "policies" / name).read_text())
+    (own / "policy.csv").write_text((own / "policy.csv").read_text().replace("p, owner,", "p, ownerx,"))
+    assert main(["policy", "test", "--policy", str(own)]) == 1  # a shipped case now fails
+    assert "FAIL" in capsys.readouterr().out
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["package-dir"]["locky.policies"] == "policies"
+    assert "*.csv" in setuptools["package-data"]["locky.policies"] and "locky.policies" in setuptools["packages"]

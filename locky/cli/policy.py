@@ -47,7 +47,8 @@ def add_parser(sub) -> None:
         description="CASES is a CSV file of lines `expect, subject, scope, resource, action`: expect is"
                     " allow or deny, subject a role name (decided as that role and the roles it inherits),"
                     " scope global, group or self. A header line, blank lines and # comments are allowed.")
-    test.add_argument("cases", metavar="CASES", help="the cases file")
+    test.add_argument("cases", metavar="CASES", nargs="?",
+                      help="the cases file (default: the shipped cases.csv, the CONTRACT's table of defaults)")
     test.add_argument("--policy", metavar="DIR", help="policy directory (default: the shipped policy)")
 
     diff = commands.add_parser(
@@ -103,10 +104,20 @@ def _check(args) -> int:
     return 0
 
 
+def shipped_cases():
+    """The cases shipped in the package (``locky/policies/cases.csv``): what the shipped
+    policy must decide, a starting point for the cases of a policy of one's own."""
+    from importlib import resources
+
+    return resources.files("locky.policies") / "cases.csv"
+
+
 def _test(args) -> int:
     from locky.settings import SettingsError
     from locky_casbin import tooling
 
+    if args.cases is None:
+        args.cases = str(shipped_cases())
     try:
         cases = tooling.read_cases(args.cases)
     except tooling.CaseError as exc:
