@@ -73,8 +73,20 @@ def compose(purpose: str, *, to: str, code: str | None, ttl: int, sender: str,
     message["Date"] = formatdate(localtime=False, usegmt=True)
     message["Message-ID"] = make_msgid(domain="locky")
     message["X-Locky-Purpose"] = purpose
-    message.set_content(BODIES[purpose].format(email=to, code=code, link=link, ttl=_duration(ttl)))
+    body = BODIES[purpose].format(email=to, code=code, link=link, ttl=_duration(ttl))
+    message.set_content(body, cte=_transfer_encoding(body))
     return message
+
+
+def _transfer_encoding(body: str) -> str | None:
+    """``7bit`` for ASCII text whose lines fit RFC 5322's 998 characters: the text goes
+    as written, so the link and the code can be copied from the raw message (a ``.eml``
+    file) too. Left to the ``email`` package otherwise, which would pick
+    quoted-printable for any line over 78 characters and break the link with ``=``
+    soft line breaks and ``=3D``."""
+    if body.isascii() and all(len(line) <= 998 for line in body.splitlines()):
+        return "7bit"
+    return None
 
 
 def _duration(seconds: int) -> str:

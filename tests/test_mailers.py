@@ -12,6 +12,7 @@ import email.policy
 import ipaddress
 import logging
 import os
+import re
 import smtplib
 import socket
 import ssl
@@ -124,6 +125,38 @@ def test_file_mailer_writes_a_parseable_eml(tmp_path):
     assert read["Date"] and read["Message-ID"]
     assert message["Date"] is None and message["Message-ID"] is None
     assert b"\r\n" not in path.read_bytes()  # LF line ends, as in a Maildir
+
+
+def test_the_link_in_an_eml_file_reads_as_written_in_the_raw_text(tmp_path):
+    """Issue 36: the mailed link (and the code) must be copyable from the raw ``.eml``
+    file, not quoted-printable (``=3D``, ``=`` soft breaks): the text part is 7bit."""
+    from falcon import testing
+
+    from locky import create_app
+    from locky.testing import PASSWORD as GOOD_PASSWORD, make_settings
+
+    settings = make_settings(f"sqlite:///{tmp_path / 'locky.sqlite'}").replace(
+        public_url="https://auth.example.com", mail_dir=str(tmp_path / "mail"))
+    app = create_app(settings)
+    try:
+        client = testing.TestClient(app)
+        made = client.simulate_post("/v1/public/users/register", json={
+            "name": "Ada", "email": "ada@example.com", "password": GOOD_PASSWORD})
+        assert made.status_code == 201, made.text
+        deadline = time.monotonic() + 10
+        while not list((tmp_path / "mail").glob("*.eml")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (path,) = (tmp_path / "mail").glob("*.eml")
+        raw = path.read_text(encoding="ascii")
+        assert "Content-Transfer-Encoding: 7bit" in raw and "=3D" not in raw
+        code = re.search(r"^Token: (\S+)$", raw, re.MULTILINE).group(1)
+        link = f"https://auth.example.com/console/#/verify?token={quote(code, safe='')}"
+        assert f"\nOr open: {link}\n" in raw  # whole, on its own line
+        assert read_eml(path).get_content().count(link) == 1
+        verified = client.simulate_post("/v1/public/users/verify", json={"token": code})
+        assert verified.status_code == 204, verified.text
+    finally:
+        app.close()
 
 
 def test_file_mailer_fills_a_missing_from_and_keeps_non_ascii(tmp_path):
