@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -236,6 +237,10 @@ def test_api_key_authenticates_beside_jwts(keys_app, locky_database_url):
     with sqlite3.connect(store) as db:
         stored = db.execute("SELECT digest FROM api_keys").fetchall()
     assert len(stored) == 1 and key.split("_", 2)[2] not in stored[0][0]
+    # Mode 0600, whatever the umask (0022 here): the digests are the service's alone.
+    for path in (store, Path(f"{store}-wal"), Path(f"{store}-shm")):
+        if path.exists():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
 
 
 def test_bad_api_keys_are_401(keys_app):

@@ -82,6 +82,11 @@ class KeyStore:
     def __init__(self, path: str):
         self.path = path
         self._lock = threading.Lock()
+        if path != ":memory:":
+            # The digests of every key: readable by the service's user alone, whatever the
+            # umask (SQLite gives its -wal and -shm files the database file's mode).
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600))
+            os.chmod(path, 0o600)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         if path != ":memory:":
             self._db.execute("PRAGMA journal_mode=WAL")  # readers beside another worker's writer
