@@ -38,6 +38,8 @@ _EXPORTS = {
     "AuditEvent": "locky.records", "Code": "locky.records", "Delivery": "locky.records",
     "Letter": "locky.records", "SigningKey": "locky.records", "TotpState": "locky.records",
     "Webhook": "locky.records",
+    # The rules of a record's values: use these rather than a copy.
+    "MAX_ID": "locky.records", "ROLE_NAME": "locky.records", "UUID4": "locky.records", "utcnow": "locky.records",
     "ProviderError": "locky.registry", "Registry": "locky.registry",
     "Operation": "locky.routes", "Route": "locky.routes",
     "Settings": "locky.settings", "SettingsError": "locky.settings",
@@ -73,8 +75,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         UserStore, WebhookStore,
     )
     from locky.records import (
-        AuditEvent, Authenticated, Code, Delivery, Group, Identity, Letter, Member, Page, Permission, Role, Session,
-        SigningKey, TotpState, User, Webhook,
+        MAX_ID, ROLE_NAME, UUID4, AuditEvent, Authenticated, Code, Delivery, Group, Identity, Letter, Member, Page,
+        Permission, Role, Session, SigningKey, TotpState, User, Webhook, utcnow,
     )
     from locky.registry import ProviderError, Registry
     from locky.routes import Operation, Route
@@ -113,6 +115,7 @@ __all__ = [
     "LockyApp",
     "LockyError",
     "LoginThrottle",
+    "MAX_ID",
     "Mailer",
     "Member",
     "MemberStore",
@@ -124,6 +127,7 @@ __all__ = [
     "PasswordHasher",
     "Permission",
     "ProviderError",
+    "ROLE_NAME",
     "RecordStore",
     "Registry",
     "Role",
@@ -140,6 +144,7 @@ __all__ = [
     "TokenBackend",
     "TotpState",
     "TotpStore",
+    "UUID4",
     "Unauthorized",
     "Unavailable",
     "User",
@@ -150,5 +155,6 @@ __all__ = [
     "hookimpl",
     "load",
     "read_json",
+    "utcnow",
     "__version__",
 ]

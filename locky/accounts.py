@@ -16,8 +16,7 @@ from locky import abuse_limits, audit, events, letters, password_rules
 from locky.login_limits import Attempt, LoginLimits
 from locky.codes import hash_code, hash_recovery_code, new_code
 from locky.errors import Forbidden, Invalid, Unauthorized
-from locky.mail_sender import utcnow
-from locky.records import Identity, User
+from locky.records import Identity, User, utcnow
 from locky.totp import TotpCodes
 
 BAD_LOGIN = "Invalid email or password."

@@ -17,13 +17,13 @@ from locky.context import Context
 from locky.migrations import prepare_storage
 from locky.middleware import JSON_UTF8, Authentication, RequestContext
 from locky.plugins import build_plugin_manager
+from locky.records import MAX_ID
 from locky.registry import ProviderError
 from locky.resources import console, swagger
 from locky.routes import Route, Router
 from locky.settings import Settings, SettingsError
 
 log = logging.getLogger("locky")
-MAX_ID = 2**63 - 1
 
 
 class IdConverter(falcon.routing.BaseConverter):

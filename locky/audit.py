@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from locky.records import AuditEvent
+from locky.records import AuditEvent, utcnow
 
 USER_REGISTERED = "user.registered"
 USER_UPDATED = "user.updated"
@@ -121,10 +121,6 @@ def stamp(moment: datetime) -> str:
     if moment.tzinfo is not None:
         moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
     return moment.isoformat(timespec="microseconds") + "Z"
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 _ORIGIN_ACTOR = object()

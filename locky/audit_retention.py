@@ -11,7 +11,7 @@ import logging
 import time
 from datetime import timedelta
 
-from locky.audit import utcnow
+from locky.records import utcnow
 
 log = logging.getLogger("locky.audit")
 

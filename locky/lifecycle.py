@@ -14,8 +14,7 @@ from locky import abuse_limits, audit, events, letters, password_rules
 from locky.accounts import Accounts
 from locky.codes import hash_code, hash_recovery_code, new_recovery_code
 from locky.errors import Invalid, StateConflict
-from locky.mail_sender import utcnow
-from locky.records import User
+from locky.records import User, utcnow
 
 BAD_TOKEN = "Invalid, used or expired code."
 RECOVERY_CODES = 10

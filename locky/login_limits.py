@@ -33,7 +33,7 @@ from datetime import timedelta
 from locky import audit
 from locky.client_address import client_key
 from locky.errors import Locked
-from locky.mail_sender import utcnow
+from locky.records import utcnow
 
 #: How long a successful sign-in makes an address known to an account.
 KNOWN_FOR = timedelta(days=30)

@@ -24,13 +24,13 @@ and a letter is never lost: a crash or an outage only delays it.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from email.message import EmailMessage
 
 from locky import abuse_limits, letters
 from locky.background import BackgroundWorker
 from locky.codes import hash_code, new_code
-from locky.records import Letter, User
+from locky.records import Letter, User, utcnow
 
 log = logging.getLogger("locky.mail")
 
@@ -42,10 +42,6 @@ POLL = 5.0
 MAX_DELAY = 300
 #: Messages one account may be sent on a caller's request (reset; verification resent).
 HOURLY_LIMIT = 3
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def retry_delay(attempts: int) -> int:

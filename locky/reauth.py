@@ -19,8 +19,7 @@ from datetime import timedelta
 
 from locky.codes import hash_code, new_code
 from locky.errors import Unauthorized
-from locky.mail_sender import utcnow
-from locky.records import Identity
+from locky.records import Identity, utcnow
 
 #: How long a password or second-factor check counts as recent.
 RECENT = timedelta(minutes=5)

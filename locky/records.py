@@ -1,16 +1,41 @@
 """Plain records that cross the storage boundary: no ORM object ever leaves a plugin.
 
 Storage providers return these frozen dataclasses; resources dump them through the
-marshmallow schemas in :mod:`locky.schemas`.
+marshmallow schemas in :mod:`locky.schemas`. The rules their values follow (the id
+range, the uuid form, the role-name form, the clock) are stated here once, for the core
+and for plugins alike.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Generic, TypeVar
 
 RecordT = TypeVar("RecordT")
+
+# -- the values records hold (CONTRACT §1, §2) -----------------------------------------
+# The patterns are also written into the Swagger document, where ``$`` is the true end
+# of the value; in Python ``$`` also matches before a final newline, so check them with
+# ``fullmatch``, never ``match`` (``"admin\n"`` must not pass).
+
+#: The largest id storage assigns: ids are positive and fit a signed 64-bit column.
+MAX_ID = 2**63 - 1
+#: A record's ``uuid``, as storage makes it and Locky answers with it: a UUID4 in its
+#: lowercase canonical form. A user's uuid is also a policy subject of its own, so no
+#: role may have this shape. (A client may send other spellings; ``locky.schemas.Uuid``
+#: reads them.)
+UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+#: A role's ``name``: a lowercase letter, then up to 63 lowercase letters, digits, ``_``
+#: and ``-``.
+ROLE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+
+
+def utcnow() -> datetime:
+    """Now as a naive UTC datetime, to the microsecond: how records hold their times
+    and what the core passes to storage (``now=``, ``since=``, ``created_at=``)."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,18 +10,19 @@ from datetime import timezone
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate
 
+from locky.records import MAX_ID, ROLE_NAME, UUID4
+
 READ_ONLY = ("id", "uuid", "created_at", "updated_at", "deleted_at", "builtin", "email_verified", "mfa_enabled")
 # The patterns are also written into the Swagger document, where ``$`` is the true end
 # of the value; in Python ``$`` also matches before a final newline, so every check
-# here uses ``fullmatch``, never ``match`` (``"<uuid>\n"`` must not pass).
-ROLE_NAME = r"^[a-z][a-z0-9_-]{0,63}$"
+# here uses ``fullmatch``, never ``match`` (``"<uuid>\n"`` must not pass). The rules of
+# stored values (MAX_ID, UUID4, ROLE_NAME) are :mod:`locky.records`'.
 PERMISSION_PART = r"^[a-z*][a-z0-9_.:*-]{0,63}$"
-MAX_ID = 2**63 - 1  # the largest id storage assigns (a signed 64-bit column)
 MAX_U64 = 2**64 - 1  # the largest id the contract allows a caller to name
-#: A uuid as Locky writes one (every record's ``uuid``): a UUID4, lowercase canonical form.
-UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 #: A uuid as a client may write one (:class:`Uuid`): the hyphenated 8-4-4-4-12 form of
-#: RFC 9562, of any version it defines (1-8), its variant, in either case.
+#: RFC 9562, of any version it defines (1-8), its variant, in either case. Wider than
+#: :data:`UUID4` (what Locky writes) on purpose: a well-formed uuid that names nothing
+#: is "no such record", never "not a uuid".
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$")
 # A conservative address check: ASCII only (no look-alike characters), one @, a dotted domain.
 EMAIL = re.compile(
@@ -166,7 +167,8 @@ class Pattern(validate.Regexp):
 def not_uuid(value: str) -> None:
     # A user's uuid is a policy subject of its own (``g, <uuid>, admin``): a role of
     # that name would grant the user its permissions everywhere, not within a group.
-    if isinstance(value, str) and re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", value):
+    # Every user's uuid is a UUID4 (CONTRACT §1); other hex words are ordinary names.
+    if isinstance(value, str) and UUID4.fullmatch(value):
         raise ValidationError("Must not have the shape of a UUID.")
 
 
@@ -292,13 +294,13 @@ class PermissionSchema(Schema):
 
 
 class RoleRequestSchema(RequestSchema):
-    name = fields.String(required=True, validate=[Pattern(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), not_uuid], **d("Role name, unique among live roles; not shaped like a UUID.", example="auditor"))
+    name = fields.String(required=True, validate=[Pattern(ROLE_NAME, error="Must match {regex}."), not_uuid], **d("Role name, unique among live roles; not shaped like a UUID.", example="auditor"))
     description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text], **d(DESCRIPTION_TEXT, pattern=TEXT_PATTERN, example="Reads the reports."))
     permissions = fields.List(fields.Nested(PermissionSchema), load_default=list, validate=validate.Length(0, 256), **d("What the role allows within the groups where it is held."))
 
 
 class RoleUpdateSchema(RoleRequestSchema):
-    name = fields.String(validate=[Pattern(ROLE_NAME, error="Must match ^[a-z][a-z0-9_-]{{0,63}}$."), not_uuid], **d("Role name, unique among live roles; not shaped like a UUID."))
+    name = fields.String(validate=[Pattern(ROLE_NAME, error="Must match {regex}."), not_uuid], **d("Role name, unique among live roles; not shaped like a UUID."))
     description = fields.String(validate=[validate.Length(0, 1024), plain_text], **d(DESCRIPTION_TEXT, pattern=TEXT_PATTERN))
     permissions = fields.List(fields.Nested(PermissionSchema), validate=validate.Length(0, 256), **d("Replaces the role's permissions."))
 

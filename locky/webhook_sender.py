@@ -31,10 +31,9 @@ import time
 from datetime import timedelta
 
 from locky import webhook_signing
-from locky.audit import utcnow
 from locky.audit_retention import DailyPrune
 from locky.background import BackgroundWorker
-from locky.records import Delivery, Webhook
+from locky.records import Delivery, Webhook, utcnow
 from locky.sealing import Sealer, SealError
 from locky.webhook_targets import UNRESOLVED, Address, Target, TargetRefused, target
 

@@ -140,6 +140,17 @@ def test_check_accepts_a_new_role_and_an_email_admin(locky, policy):
     assert "auditor" in out
 
 
+def test_a_user_uuid_subject_is_a_uuid4(locky, policy):
+    # Every user's uuid is a UUID4 (CONTRACT §1): a line naming one speaks for that
+    # user; a uuid of another version names nobody, so the line can never match.
+    user, nobody = "3f2b6c1e-8a4d-4e5f-9b7c-2d1e0f9a8b7c", "3f2b6c1e-8a4d-1e5f-9b7c-2d1e0f9a8b7c"
+    edit(policy, add=f"\ng, {user}, admin\ng, {nobody}, admin\n")
+    status, out, err = locky("policy", "check", str(policy))
+    assert status == 1
+    assert f"{policy / 'policy.csv'}:{line_of(policy, f'g, {nobody}, admin')}: can never match: {nobody!r}" in out
+    assert "1 problem(s)" in out
+
+
 def test_check_a_model_that_does_not_parse_exits_1_with_the_message(locky, policy):
     (policy / "model.conf").write_text("[request_definition\nr = sub, obj\n")
     status, out, err = locky("policy", "check", str(policy))

@@ -159,8 +159,11 @@ def test_a_role_name_may_not_have_the_shape_of_a_uuid(locky_client, locky_admin,
     role = create_role(locky_client, locky_admin, "plain")
     assert_fields(locky_client.simulate_put(f"{ROLES}/{role['id']}", json={"name": uuid},
                                             headers=locky_admin.headers), "name")
-    # Hex words that are not UUIDs are fine.
+    # Hex words that are not UUIDs are fine, and so is the shape of a uuid no user has:
+    # every user's uuid is a UUID4 (CONTRACT §1), and this one's version is 1.
     assert create_role(locky_client, locky_admin, "deadbeef")["name"] == "deadbeef"
+    not_v4 = "f2418b48-ce05-1f7e-a2ed-7c855c3526e0"
+    assert create_role(locky_client, locky_admin, not_v4)["name"] == not_v4
 
 
 @pytest.mark.parametrize("part", ["*", "docs", "docs:read", "a.b_c-d:*", "x" * 64, "*:*", "app.v2"])

@@ -21,21 +21,21 @@ from locky.audit_schemas import (
     AuditQuerySchema,
     DeliverySchema,
     PageQuerySchema,
-    WebhookCreatedSchema,
     WebhookRequestSchema,
     WebhookSchema,
 )
 from locky.dump import dumper
 from locky.errors import Invalid, NotFound
 from locky.media import load_query
+from locky.records import utcnow
 from locky.routes import Operation, Route
 from locky.webhook_sender import webhook_sealer
 from locky.webhook_targets import TargetRefused, check
 
+from .records import location
 from .writes import body
 
 AUDIT, WEBHOOK, DELIVERY = AuditEventSchema(), WebhookSchema(), DeliverySchema()
-CREATED = WebhookCreatedSchema()
 READ_ERRORS = (400, 401, 403, 503)
 
 
@@ -103,12 +103,12 @@ class WebhookWrites(WebhookResource):
         storage = self.context.storage
         with storage.atomic():
             webhook = self.store.create(uuid=webhook_uuid, url=url, events=data["events"],
-                                        description=data["description"], secret=sealed, created_at=audit.utcnow())
+                                        description=data["description"], secret=sealed, created_at=utcnow())
             self.context.audit.record(audit.WEBHOOK_CREATED, target_type="webhook", target_uuid=webhook.uuid,
                                       details={"id": webhook.id, "url": shown_url(url),
                                                "events": list(webhook.events)})
         resp.status = falcon.HTTP_201
-        resp.location = f"/v1/internal/webhooks/{webhook.id}"
+        resp.location = location("webhooks", webhook.id)
         resp.media = {**self.dump(webhook), "secret": secret}
 
     def on_delete_item(self, req, resp, id: int):
@@ -150,7 +150,7 @@ class Deliveries:
         if original is None or original.webhook_id != id:
             raise NotFound()
         again = storage.deliveries.queue(webhook_id=id, event_uuid=original.event_uuid, event=original.event,
-                                         payload=original.payload, created_at=audit.utcnow())
+                                         payload=original.payload, created_at=utcnow())
         self.context.webhook_sender.wake()
         resp.status = falcon.HTTP_202
         resp.media = self.dump(again)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import falcon
 from marshmallow import Schema
 
 from locky.dump import dumper, plain_fields
@@ -102,7 +101,9 @@ def read_routes(context, kind: Kind) -> list[Route]:
     ]
 
 
-def location(req: falcon.Request, kind: str, record_id: int) -> str:
+def location(kind: str, record_id: int) -> str:
+    """Where record ``record_id`` of ``kind`` is read (the item route of
+    :func:`read_routes`): the ``Location`` of the 201 that created it."""
     return f"/v1/internal/{kind}/{record_id}"
 
 

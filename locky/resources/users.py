@@ -19,6 +19,7 @@ from locky.schemas import (
 )
 
 from . import lifecycle
+from .records import location
 from .writes import audited, body, deleted, live, updated
 
 USER = UserSchema()
@@ -34,7 +35,7 @@ class Registration:
         user = self.accounts.register(**data, request_id=req.context.request_id,
                                       client_address=req.context.client_address)
         resp.status = falcon.HTTP_201
-        resp.location = f"/v1/internal/users/{user.id}"
+        resp.location = location("users", user.id)
         resp.media = USER.dump(user)
 
 

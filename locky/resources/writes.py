@@ -8,6 +8,8 @@ from locky import events
 from locky.errors import NotFound
 from locky.media import load, read_json
 
+from .records import location
+
 
 def body(context, req, schema) -> dict:
     """The validated JSON body (400/413/415 otherwise)."""
@@ -51,7 +53,7 @@ def created(context, req, resp, kind: str, schema, record) -> None:
     """201 with the record and its ``Location``; announces ``record.created``."""
     announce(context, req, events.RECORD_CREATED, kind, record)
     resp.status = falcon.HTTP_201
-    resp.location = f"/v1/internal/{kind}/{record.id}"
+    resp.location = location(kind, record.id)
     resp.media = schema.dump(record)
 
 

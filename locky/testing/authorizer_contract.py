@@ -37,7 +37,6 @@ membership in group G has that role. Scope ``global`` asks
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -45,13 +44,12 @@ import pytest
 
 from locky.app import LockyApp
 from locky.providers import Authorizer, BuiltinRole
-from locky.records import Permission, User
+from locky.records import ROLE_NAME, Permission, User
 
 #: A custom role (created through the API) the table's cases use; its permissions.
 CUSTOM = "auditor"
 CUSTOM_PERMISSIONS = (Permission("reports", "read"), Permission("groups", "update"))
 BUILTIN_NAMES = ("admin", "user", "owner", "maintainer", "member", "viewer")
-ROLE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}\Z")
 PASSWORD_HASH = "$2b$04$" + "x" * 53
 
 #: The decisions CONTRACT §7 (and §9, §10, §12) ask of the default policy:
@@ -454,7 +452,7 @@ class AuthorizerContract:
         assert len(names) == len(set(names)), names
         assert set(BUILTIN_NAMES) <= set(names), names
         for role in roles:
-            assert ROLE_NAME.match(role.name), role
+            assert ROLE_NAME.fullmatch(role.name), role
             assert isinstance(role.description, str) and role.description, role
             assert isinstance(role.permissions, tuple), role
             assert all(isinstance(p, Permission) for p in role.permissions), role

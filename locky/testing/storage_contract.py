@@ -35,7 +35,6 @@ import dataclasses
 import hashlib
 import json
 import multiprocessing
-import re
 import threading
 import time
 import uuid as uuidlib
@@ -48,12 +47,11 @@ import pytest
 from locky.errors import Conflict, Forbidden, Invalid, NotFound
 from locky.providers import BuiltinRole, Migration, SchemaState, Storage
 from locky.records import (
-    FAILED, PENDING, SUCCEEDED, AuditEvent, Authenticated, Code, Delivery, Group, Letter, Member, Page, Permission,
-    SigningKey, TotpState, User, Webhook,
+    FAILED, MAX_ID, PENDING, SUCCEEDED, UUID4, AuditEvent, Authenticated, Code, Delivery, Group, Letter, Member, Page,
+    Permission, SigningKey, TotpState, User, Webhook, utcnow,
 )
 from locky.webhook_patterns import selects
 
-UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 BUILTIN = (
     BuiltinRole("owner", "Owns a group", (Permission("groups", "write"), Permission("members", "write"))),
     BuiltinRole("member", "Belongs to a group", ()),
@@ -64,12 +62,6 @@ BUILTIN = (
 def utc(moment: datetime) -> datetime:
     """``moment`` as an aware UTC datetime (naive ones are taken as UTC)."""
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment.astimezone(timezone.utc)
-
-
-def utcnow() -> datetime:
-    """Now as the stores take times (``now``, ``since``, ``expires_at``, ``due_at``):
-    a naive UTC datetime."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def aware_or_none(moment: datetime | None) -> datetime | None:
@@ -247,7 +239,7 @@ class StorageContract:
 
     @staticmethod
     def assert_fresh_record(record, before: datetime) -> None:
-        assert isinstance(record.id, int) and 0 < record.id < 2**63
+        assert isinstance(record.id, int) and 0 < record.id <= MAX_ID
         assert UUID4.fullmatch(record.uuid), record.uuid
         assert record.deleted_at is None
         assert record.created_at == record.updated_at
@@ -319,7 +311,7 @@ class StorageContract:
 
     def test_unknown_and_out_of_range_ids_are_none(self, storage):
         self.user(storage)
-        for missing in (0, -1, 999_999, 2**63 - 1, 2**63, 2**64):
+        for missing in (0, -1, 999_999, MAX_ID, MAX_ID + 1, 2**64):
             assert storage.users.get(missing) is None
         assert storage.users.get_by_uuid("00000000-0000-4000-8000-000000000000") is None
         assert storage.users.get_by_email("nobody@example.com") is None
@@ -1627,7 +1619,7 @@ class StorageContract:
         made = storage.audit.add(uuid=event_uuid, event="member.added", actor_uuid=actor, target_type="group",
                                  target_uuid=target, ip="2001:db8::1", request_id=request_id,
                                  details={"role": "viewer", "user_uuid": actor}, created_at=at)
-        assert isinstance(made, AuditEvent) and isinstance(made.id, int) and 0 < made.id < 2**63
+        assert isinstance(made, AuditEvent) and isinstance(made.id, int) and 0 < made.id <= MAX_ID
         assert self.audit_fields(made)[1:] == (
             event_uuid, utc(at), "member.added", actor, "group", target, "2001:db8::1", request_id,
             {"role": "viewer", "user_uuid": actor})
@@ -1836,7 +1828,7 @@ class StorageContract:
         made = storage.webhooks.create(uuid=hook_uuid, url=url, events=["user.*", "group.created", "*"],
                                        description="Zoë's 🔔 hook\nline two ", secret=self.SEALED_SECRET,
                                        created_at=at)
-        assert isinstance(made, Webhook) and isinstance(made.id, int) and 0 < made.id < 2**63
+        assert isinstance(made, Webhook) and isinstance(made.id, int) and 0 < made.id <= MAX_ID
         # Events come back as a tuple, in the order given.
         assert self.webhook_fields(made)[1:] == (hook_uuid, url, ("user.*", "group.created", "*"),
                                                  "Zoë's 🔔 hook\nline two ", self.SEALED_SECRET, utc(at))
@@ -1964,7 +1956,7 @@ class StorageContract:
         assert len(payload) > 4000
         made = storage.deliveries.queue(webhook_id=hook.id, event_uuid=event_uuid, event="user.registered",
                                         payload=payload, created_at=at)
-        assert isinstance(made, Delivery) and isinstance(made.id, int) and 0 < made.id < 2**63
+        assert isinstance(made, Delivery) and isinstance(made.id, int) and 0 < made.id <= MAX_ID
         assert self.delivery_fields(made)[1:] == (
             hook.id, event_uuid, "user.registered", payload, PENDING, 0, None, "", utc(at), utc(at), None)
         stored = storage.deliveries.get(made.id)

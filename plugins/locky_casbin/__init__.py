@@ -112,13 +112,13 @@ class _PolicySnapshot:
         names = set(self.index)
         for rule in self.enforcer.model["g"]["g"].policy:
             names.update(rule[:2])
-        return {name for name in names if policy_files.ROLE_NAME.match(name) and not policy_files.USER_UUID.match(name)}
+        return {name for name in names if policy_files.is_role_name(name)}
 
     def named_subjects(self) -> set[str]:
         """Users named by the policy itself: the uuids and emails that are subjects of
         its ``g`` lines (a role given to them) or ``p`` lines (a permission of their own)."""
         subjects = {rule[0] for rule in self.enforcer.model["g"]["g"].policy} | set(self.index)
-        return {s for s in subjects if policy_files.USER_UUID.match(s) or "@" in s}
+        return {s for s in subjects if policy_files.is_user_uuid(s) or "@" in s}
 
     def allowing(self, resource: str, action: str) -> tuple[frozenset[str], frozenset[str]]:
         """The roles, and the users named by the policy, whose lines allow ``action`` on
@@ -206,14 +206,10 @@ class CasbinAuthorizer:
                 permissions=tuple(dict.fromkeys(permissions.get(name, ()))),
             )
             for name in names
-            if policy_files.ROLE_NAME.match(name) and not policy_files.USER_UUID.match(name)
+            if policy_files.is_role_name(name)
         ]
 
     # -- deciding ------------------------------------------------------------
-
-    def subjects(self, snapshot: _PolicySnapshot, user: User, group_uuid: str | None) -> list[str]:
-        """Every subject the user acts as in this context."""
-        return [subject for subject, _ in self.held(snapshot, user, group_uuid)]
 
     def held(self, snapshot: _PolicySnapshot, user: User, group_uuid: str | None) -> list[tuple[str, str]]:
         """Every subject the user acts as in this context, with where it holds:
@@ -248,7 +244,7 @@ class CasbinAuthorizer:
                    policy_revision: int | None = None) -> bool:
         snapshot = self._current(policy_revision)
         dom = "self" if own else "*"
-        subjects = self.subjects(snapshot, user, group_uuid)
+        subjects = [subject for subject, _ in self.held(snapshot, user, group_uuid)]
         # Subjects with no lines of their own (most users' uuid and email) are dropped
         # before the cache key is made, so the cache is shared across users.
         active = tuple(sorted({s for s in subjects if len(snapshot.closure(s)) > 1 or s in snapshot.index}))
@@ -344,7 +340,7 @@ class CasbinAuthorizer:
         if "admin" in allowing:
             emails |= self.admin_emails
         for subject in named:
-            if policy_files.USER_UUID.match(subject):
+            if policy_files.is_user_uuid(subject):
                 uuids.add(subject)
             else:
                 emails.add(subject)

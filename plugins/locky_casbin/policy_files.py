@@ -11,12 +11,9 @@ from pathlib import Path
 
 import casbin
 
+from locky import ROLE_NAME, UUID4
 from locky.settings import SettingsError
 
-# ``\Z``, not ``$``: callers use ``match``, and ``$`` also matches before a final newline.
-ROLE_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,63}\Z")
-#: A user uuid in a ``g``/``p`` line is a subject, not a role (roles cannot take this shape).
-USER_UUID = re.compile(r"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\Z")
 DESCRIPTION = re.compile(r"^#\s*role\s+([a-z][a-z0-9_-]{0,63})\s*:\s*(.+)\Z")
 #: Where a trailing comment starts: a ``#`` after a space or a comma. Role names,
 #: scopes, resources, actions and uuids hold no ``#``; an email may (``a#b@example.com``)
@@ -31,6 +28,17 @@ TRIAL_SUBJECTS = 32
 #: starting in one process hit it in CI. The snapshot also swaps its ``p`` lines for the
 #: length of a call, which the lock makes safe.
 EVALUATION = threading.Lock()
+
+
+def is_user_uuid(subject: str) -> bool:
+    """Whether a ``g``/``p`` line's subject is a user's uuid (every user's uuid is a
+    UUID4, and no role may take that shape)."""
+    return UUID4.fullmatch(subject) is not None
+
+
+def is_role_name(name: str) -> bool:
+    """Whether a name in a policy line is a role: a valid role name, not a user's uuid."""
+    return ROLE_NAME.fullmatch(name) is not None and not is_user_uuid(name)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from pathlib import Path
 from locky.settings import SettingsError
 
 from . import GLOBAL_ROLES, _PolicySnapshot, policy_files
+from .policy_files import is_role_name, is_user_uuid
 
 #: A case's or a difference's scope -> the request's ``dom``.
 SCOPES = {"global": "*", "group": "*", "self": "self"}
@@ -44,13 +45,9 @@ def rule_text(row: list[str] | tuple[str, ...]) -> str:
     return ", ".join(row)
 
 
-def is_role_name(name: str) -> bool:
-    return bool(policy_files.ROLE_NAME.match(name)) and not policy_files.USER_UUID.match(name)
-
-
 def _holdable(name: str) -> bool:
     """Whether some caller can act as ``name``: a role, a user uuid or an email."""
-    return is_role_name(name) or bool(policy_files.USER_UUID.match(name)) or "@" in name
+    return is_role_name(name) or is_user_uuid(name) or "@" in name
 
 
 def _assigned_role(action: str) -> str | None:
