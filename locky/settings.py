@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import shlex
+import sqlite3
 import stat
 import string
 import tempfile
@@ -354,7 +355,44 @@ class Settings:
         path = self.sqlite_path
         if path is None:
             return dataclasses.replace(self, jwt_secret=secrets.token_urlsafe(32))
-        return dataclasses.replace(self, jwt_secret=_stored_secret(path.with_name(path.name + ".secret")))
+        secret_file = path.with_name(path.name + ".secret")
+        if not secret_file.exists() and _holds_sealed_values(path):
+            raise SettingsError(
+                f"the database {path} holds values sealed with its secret (signing keys, TOTP or webhook"
+                f" secrets) but its secret file {secret_file} is missing: put back the locky.sqlite.secret"
+                " that belongs to this database (from the same backup; mode 0600, owned by the user running"
+                " Locky), or set LOCKY_JWT_SECRET to it. Locky makes no new secret for such a database"
+                " (docs/operating.md, \"Backup and restore\")"
+            )
+        return dataclasses.replace(self, jwt_secret=_stored_secret(secret_file))
+
+
+#: Tables of the bundled storage whose rows hold values sealed with the secret.
+SEALED_TABLES = ("locky_signing_keys", "locky_totp", "locky_webhooks")
+
+
+def _holds_sealed_values(database: Path) -> bool:
+    """Whether the SQLite file ``database`` already holds values sealed with a secret (a
+    restored database whose secret file was not restored with it): read-only, and
+    ``False`` when the file is missing, new, or cannot be read here."""
+    if not database.is_file() or database.stat().st_size == 0:
+        return False
+    try:
+        # immutable: no -wal or -shm file made beside it. No server writes to a database
+        # without its secret, so there is nothing in flight to miss.
+        db = sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro&immutable=1", uri=True, timeout=5)
+    except sqlite3.Error:
+        return False
+    try:
+        for table in SEALED_TABLES:
+            try:
+                if db.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone() is not None:
+                    return True
+            except sqlite3.Error:  # no such table (a new database, another storage)
+                continue
+        return False
+    finally:
+        db.close()
 
 
 def _stored_secret(path: Path) -> str:

@@ -193,3 +193,115 @@ def test_the_sqlite_shell_recipe_works_too(tmp_path):
     with contextlib.closing(sqlite3.connect(tmp_path / "copy-locky.sqlite")) as db:
         tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         assert any(_rows_with(db, table, "ada@example.com") for table in tables)
+
+
+# -- installing, the proxy, systemd (issue 36, item 3) ----------------------------------
+
+
+def test_the_install_shows_building_the_wheel_of_this_version_with_extras():
+    import locky
+
+    install = recipe("useradd --system")
+    wheel = f"locky-{locky.__version__}-py3-none-any.whl"
+    assert f"'/tmp/{wheel}[postgres]'" in install
+    assert "pip wheel --no-deps --wheel-dir dist ." in PAGE and "python3 -m build --wheel" in PAGE
+    assert f"# {wheel}" in PAGE  # what `ls dist/` shows
+    assert "pip install 'locky[" not in PAGE and "pip install --upgrade 'locky[" not in PAGE
+    # The config file, the PostgreSQL role and database, and `locky` on PATH are made.
+    for step in ("install -m 0640 -o root -g locky /dev/null /etc/locky/locky.toml", "createuser --pwprompt locky",
+                 "createdb --owner=locky locky", "ln -s /opt/locky/bin/locky /usr/local/bin/locky",
+                 "locky --config /etc/locky/locky.toml migrate"):
+        assert step in install, step
+    assert install.index("useradd") < install.index("-g locky") < install.index("systemctl enable")
+
+
+def test_the_nginx_site_gives_both_http2_forms():
+    (site,) = blocks("nginx")
+    assert "http2 on;" in site and "listen 443 ssl http2;" in site and "1.25.1" in site
+
+
+def test_the_unit_stops_restarting_on_the_exit_status_of_a_bad_setting(monkeypatch, capsys):
+    from locky.cli.main import main
+
+    (unit,) = blocks("ini")
+    assert "RestartPreventExitStatus=2" in unit.splitlines()
+    monkeypatch.setenv("LOCKY_PORT", "not-a-port")
+    assert main(["serve"]) == 2  # what the unit names: a bad setting stops it, not restarted
+    assert "LOCKY_PORT" in capsys.readouterr().err
+
+
+def test_a_busy_port_is_said_and_exits_2(tmp_path):
+    import os
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOCKY_")}
+        env["LOCKY_DATABASE_URL"] = f"sqlite:///{tmp_path / 'locky.sqlite'}"
+        done = subprocess.run([sys.executable, "-m", "locky.cli.main", "serve", "--port", str(port)],
+                              capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: the port is in use by another process" in done.stderr
+    assert "Can't connect" not in done.stderr
+    assert "the port is in use" in PAGE
+
+
+def test_the_page_says_what_locky_check_writes():
+    assert "on a database no server has started on yet it writes what a\nfirst start writes" in PAGE
+
+
+# -- restoring SQLite: the database and its secret together -----------------------------
+
+
+def _live_with_user(directory: Path):
+    settings = dataclasses.replace(make_settings(f"sqlite:///{directory / 'locky.sqlite'}"), jwt_secret=None)
+    app = create_app(settings, background=False)
+    try:
+        made = testing.TestClient(app).simulate_post(
+            "/v1/public/users/register", json={"name": "Ada", "email": "ada@example.com", "password": PASSWORD})
+        assert made.status_code == 201, made.text
+    finally:
+        app.close()
+    return settings
+
+
+def test_the_restore_recipe_puts_back_the_database_and_its_secret(tmp_path):
+    backups, live = tmp_path / "backups", tmp_path / "live"
+    backups.mkdir()
+    live.mkdir()
+    _live_with_user(backups)  # the database the backup holds, with its secret
+    # The host's current database: another one, with a secret of its own.
+    other = _live_with_user(live)
+    assert (live / "locky.sqlite.secret").read_text() != (backups / "locky.sqlite.secret").read_text()
+    (live / "locky.sqlite-wal").write_bytes(b"")
+    script = "\n".join(line for line in recipe("install -m 0600").splitlines() if not line.startswith("systemctl"))
+    script = (script.replace(" -o locky -g locky", "").replace("/var/lib/locky", str(live))
+              .replace("/var/backups/locky", str(backups)))
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (live / "locky.sqlite.secret").read_text() == (backups / "locky.sqlite.secret").read_text()
+    assert not (live / "locky.sqlite-wal").exists()
+    assert oct((live / "locky.sqlite.secret").stat().st_mode & 0o777) == "0o600"
+    app = create_app(other, background=False)
+    try:
+        login = testing.TestClient(app).simulate_post("/v1/public/users/login",
+                                                      json={"email": "ada@example.com", "password": PASSWORD})
+        assert login.status_code == 200, login.text
+    finally:
+        app.close()
+
+
+def test_a_database_restored_without_its_secret_stops_and_leaves_no_secret_file(tmp_path):
+    from locky.settings import SettingsError
+
+    _live_with_user(tmp_path / "old")
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    shutil.copy(tmp_path / "old" / "locky.sqlite", restored / "locky.sqlite")
+    settings = dataclasses.replace(make_settings(f"sqlite:///{restored / 'locky.sqlite'}"), jwt_secret=None)
+    with pytest.raises(SettingsError, match="its secret file .* is missing: put back the locky.sqlite.secret"):
+        create_app(settings, background=False)
+    assert sorted(p.name for p in restored.iterdir()) == ["locky.sqlite"]  # no wrong secret, no -wal
+    assert "restored without its secret file does not start" in PAGE

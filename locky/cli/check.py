@@ -8,6 +8,10 @@ the policy directory and the provider chosen for each slot.
 
 A mistyped SQLite path is an error here, not a new empty database: ``locky migrate``
 (or ``locky serve``) is what creates one.
+
+Not read-only on a database no server has started on: building the app writes what a
+first start writes (a SQLite database's secret file, the built-in roles, the first
+signing key), as docs/operating.md says. On a database already served it changes nothing.
 """
 
 from __future__ import annotations

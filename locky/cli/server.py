@@ -3,12 +3,14 @@ requests on a few threads each."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 
 from gunicorn.glogging import Logger
 
 from locky.cli.logs import JsonFormatter, configure_logging
-from locky.settings import Settings
+from locky.settings import Settings, SettingsError
 
 __all__ = ["GunicornLogger", "configure_logging", "serve"]
 log = logging.getLogger("locky")
@@ -37,6 +39,7 @@ def serve(settings: Settings) -> None:
     gunicorn.http.wsgi.SERVER = "locky"  # no server version banner
 
     settings = settings.with_secret()  # made once, before the workers fork
+    _require_free_port(settings.host, settings.port)
     create_app(settings, background=False).close()  # fail fast: schema, policy files, plugins
 
     # The poller gathers bodies up to the app's limit; a larger one is refused unread.
@@ -72,6 +75,26 @@ def serve(settings: Settings) -> None:
 
     log.info("locky serving on http://%s:%s with %s worker(s)", settings.host, settings.port, settings.workers)
     LockyServer().run()
+
+
+def _require_free_port(host: str, port: int) -> None:
+    """Raise :class:`SettingsError` (``locky serve`` exits 2) when the address cannot be
+    listened on: a port another process holds is said as such, at once, instead of
+    gunicorn's five retries and "Can't connect to ...". The probe binds as gunicorn
+    does (``SO_REUSEADDR``: a port whose old connections linger is free) and lets go."""
+    address = host.strip("[]")
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError as exc:
+            where = f"{_host(host)}:{port}"
+            if exc.errno == errno.EADDRINUSE:
+                raise SettingsError(f"cannot listen on {where}: the port is in use by another process;"
+                                    " stop it, or choose another port (LOCKY_PORT or --port)") from None
+            raise SettingsError(f"cannot listen on {where}: {exc.strerror or exc} (LOCKY_HOST, LOCKY_PORT,"
+                                " or --host and --port)") from None
 
 
 def _host(host: str) -> str:
