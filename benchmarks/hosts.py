@@ -49,13 +49,17 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+try:  # the servers it starts are locky.testing's, which is built on pytest
+    import psycopg2  # noqa: F401  (the standby and PgBouncer are PostgreSQL's)
+    import pytest
 
-from locky.testing import ADMIN_EMAIL, PASSWORD
-from locky.testing.databases import run_sql
-from locky.testing.pgbouncer import pgbouncer
-from locky.testing.replica_cluster import replica_cluster
-from locky.testing.server import locky_server
+    from locky.testing import ADMIN_EMAIL, PASSWORD
+    from locky.testing.databases import run_sql
+    from locky.testing.pgbouncer import pgbouncer
+    from locky.testing.replica_cluster import replica_cluster
+    from locky.testing.server import locky_server
+except ImportError as missing:
+    raise SystemExit(f"python -m benchmarks.hosts needs {missing.name}: pip install '.[test,postgres]'") from None
 
 from .load import in_threads
 
@@ -342,12 +346,15 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=30, help="rounds of each change measured")
     parser.add_argument("--namespaces", action="store_true", help="each host in a network namespace (root)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (server logs, mail) at the end")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="locky-hosts-"))
     where = "network namespaces" if args.namespaces else "processes on 127.0.0.1"
     print(f"workdir {workdir}; {os.cpu_count()} cores; {args.hosts} hosts x {args.workers} workers, {where}")
     with ExitStack() as stack:
+        # Removed last, after the servers and databases have stopped (--keep: left for reading).
+        stack.callback(lambda: print(f"kept {workdir}") if args.keep else shutil.rmtree(workdir, ignore_errors=True))
         hosts = (stack.enter_context(namespaces(args.hosts)) if args.namespaces
                  else [Host() for _ in range(args.hosts)])
         listen = tuple(host.database_address for host in hosts if host.namespace)

@@ -37,3 +37,6 @@ def test_the_hosts_benchmark_runs():
     assert max(int(n) for n in pool.group(1).split(",")) <= int(pool.group(2)), out
     assert "listeners on the primary: 2 (2 workers)" in out
     assert "tracebacks in the hosts' logs: 0" in out
+    # Nothing left in /tmp: the work directory goes with the run.
+    workdir = re.search(r"^workdir (\S+);", out, re.M).group(1)
+    assert "locky-hosts-" in workdir and not Path(workdir).exists(), workdir
