@@ -283,3 +283,37 @@ def test_locky_policy_test_runs_the_shipped_cases_without_a_file(capsys, tmp_pat
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert setuptools["package-dir"]["locky.policies"] == "policies"
     assert "*.csv" in setuptools["package-data"]["locky.policies"] and "locky.policies" in setuptools["packages"]
+
+
+def test_the_readme_client_transcript_shows_the_prompts_and_the_whole_records():
+    """The README's client transcript as the commands print it (run against a server to
+    write it): each register prompts twice and notes the login command, each password
+    login prompts once, and a record shown lists every field of its schema."""
+    from locky import schemas
+
+    text = section(README, "## Command-line clients")
+    (transcript,) = [body for lang, body in FENCE.findall(text) if lang == "console"]
+    lines = transcript.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("$ ") and " register --name " in line:
+            email = re.search(r"--email (\S+)", line).group(1)
+            name = re.search(r"--name (\S+)", line).group(1)
+            assert lines[number + 1:number + 4] == [
+                "Password:", "Repeat password:",
+                f"Registered {name} <{email}>. Log in with: locky-anonymous login --email {email}"], line
+        elif re.match(r"\$ locky-\S+ login --email \S+", line) and "--password-stdin" not in line:
+            assert lines[number + 1] == "Password:", line
+            assert lines[number + 2].startswith("Logged in to http://127.0.0.1:8080 as "), line
+
+    def shown_after(command: str) -> set[str]:
+        start = next(n for n, line in enumerate(lines) if line.startswith("$ " + command))
+        names = set()
+        for line in lines[start + 1:]:
+            if line.startswith("$ "):
+                break
+            names.add(line.split()[0])
+        return names
+
+    assert {f for f in schemas.UserSchema().fields} <= shown_after("locky-anonymous register --name Ada")
+    assert {f for f in schemas.GroupSchema().fields} <= shown_after("locky-app groups create")
+    assert {f for f in schemas.RoleSchema().fields} <= shown_after("locky-admin roles create")
