@@ -1,12 +1,12 @@
-"""Write ``docs/events.md`` from ``locky/events.py``: every event a ``locky_event``
-implementation gets, each action that fires it, and its ``kind``, ``record`` and
-``details``, from the one table ``locky.events.SPECS``.
+"""Write ``docs/events.md`` from ``locky/events.py``: every event of the audit trail,
+which is every event a ``locky_event`` implementation hears, each action that records
+it, and its target, record and details, from the one table ``locky.events.SPECS``.
 
     python docs/gen_events.py          # rewrite docs/events.md
     python docs/gen_events.py --check  # exit 1 when docs/events.md is out of date
 
 ``tests/test_docs_events.py`` fails when the page and the table disagree, and drives
-every row of the table through the API.
+every row of the table through the API or the command line.
 """
 
 from __future__ import annotations
@@ -21,25 +21,33 @@ HEADER = """# Locky events
 
 <!-- Generated from locky/events.py (SPECS) by docs/gen_events.py; do not edit by hand. -->
 
-Every event the [`locky_event` hook](hooks.md) announces, and each action that fires
-it. An event is announced after the change it tells of is committed, in the process
-that served the request; an implementation that raises is logged and changes nothing.
+One list of events (CONTRACT §18): each is written to the audit trail (`GET
+/v1/internal/audit`, webhooks) in the transaction of the change it tells of, and
+announced to the [`locky_event` hook](hooks.md) under the same name, with the same
+fields, once that transaction has committed: from the HTTP API and the console, and
+from the operator's commands. A change that is undone announces nothing; an
+implementation that raises is logged and changes nothing.
 
 Every `Event` carries:
 
 | Field | What it is |
 |---|---|
-| `name` | The event's name (the table below). |
-| `kind` | The kind of record it is about: `users`, `groups`, `members`, `roles`, `sessions`, `keys`; or null. |
-| `record` | The record (a `locky.records` dataclass) as it is after the change, or null. Never a password, password hash (a `User` has an empty `password_hash`) or token. |
-| `actor_uuid` | Who acted: the caller; the account itself for a registration, login or code; null when unknown. |
+| `name` | The event's name (the table below), the trail's `event`. |
+| `uuid` | The event's id in the trail (a webhook delivery's `Locky-Event-Id`). |
+| `actor_uuid` | Who acted: the logged-in caller (the account itself for a login or a refresh); null when nobody is logged in and on the command line. |
+| `target_type`, `target_uuid` | What it was done to: `user`, `session`, `group`, `member`, `role`, `key`, `webhook` and its uuid (a key's kid); null where the table says so. |
+| `client_address` | The trail's `ip`: the caller's address (`X-Forwarded-For` only from `LOCKY_TRUSTED_PROXIES`); null outside a request. |
 | `request_id` | The request's `X-Request-ID` (the one the response carries); null outside a request. |
-| `client_address` | The caller's address (`X-Forwarded-For` only from `LOCKY_TRUSTED_PROXIES`); null outside a request. |
-| `at` | When it was announced (UTC). |
-| `details` | Facts of the event: exactly the keys the table lists. |
+| `details` | The trail's facts of the event: the keys the table lists (one ending in `?` only where it applies). Never a password, hash, token, code or secret. |
+| `created_at` | When it was recorded (aware UTC). |
+| `record` | Not in the trail: the record (a `locky.records` dataclass) as it is after the change, where the table names one; else null. Never a password, password hash (a `User` has an empty `password_hash`) or token. |
 
-These names are not the audit trail's (`GET /v1/internal/audit`, webhooks): the
-trail records more, under names of its own (`email.verified` for `user.email_verified`).
+A plugin records events of its own with the same call Locky uses,
+`context.audit.record(name, target_type=..., target_uuid=..., details=..., record=...)`,
+under names it declares with the [`locky_audit_events` hook](hooks.md) and a prefix of
+its own (`api_keys.created`; Locky's prefixes below, and `locky.`, are refused). They
+are stored in the trail, selected by its `event` filter (`api_keys.*`) and by webhook
+patterns, and announced like these.
 """
 
 
@@ -53,12 +61,12 @@ def cell(value) -> str:
 
 def render() -> str:
     out = [HEADER, "## Events\n",
-           "| Event | Action | Fires when | `kind` | `record` | `details` |",
+           "| Event | Action | Recorded when | Target | `record` | `details` |",
            "|---|---|---|---|---|---|"]
     for name in events.NAMES:
         for spec in (s for s in events.SPECS if s.name == name):
-            kind = f"`{spec.kind}`" if spec.kind else "-"
-            out.append(f"| `{spec.name}` | `{spec.action}` | {cell(spec.fires_when)} | {kind}"
+            target = f"`{spec.target_type}`" if spec.target_type else "-"
+            out.append(f"| `{spec.name}` | `{spec.action}` | {cell(spec.fires_when)} | {target}"
                        f" | {cell(spec.record)} | {cell(spec.details)} |")
     return "\n".join(out) + "\n"
 

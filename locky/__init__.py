@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 #: server: no Falcon, Pony or Casbin.
 _EXPORTS = {
     "LockyApp": "locky.app", "create_app": "locky.app",
+    "AuditTrail": "locky.audit",
     "Context": "locky.context",
     "Conflict": "locky.errors", "Forbidden": "locky.errors", "Invalid": "locky.errors",
     "LockyError": "locky.errors", "Locked": "locky.errors", "NotFound": "locky.errors",
@@ -61,6 +62,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
     from locky.app import LockyApp, create_app
+    from locky.audit import AuditTrail
     from locky.context import Context
     from locky.errors import (
         Conflict, Forbidden, Invalid, LockyError, Locked, NotFound, SchemaError, Unauthorized, Unavailable,
@@ -89,6 +91,7 @@ __version__ = "2.0.0"
 __all__ = [
     "AuditEvent",
     "AuditStore",
+    "AuditTrail",
     "Authenticated",
     "Authorizer",
     "BuiltinRole",

@@ -12,7 +12,7 @@ from typing import Any
 
 from datetime import timedelta
 
-from locky import abuse_limits, audit, events, letters, password_rules
+from locky import abuse_limits, audit, letters, password_rules
 from locky.login_limits import Attempt, LoginLimits
 from locky.codes import hash_code, hash_recovery_code, new_code
 from locky.errors import Forbidden, Invalid, Unauthorized
@@ -47,8 +47,7 @@ class Accounts:
         self._dummy_hash = context.password_hasher.hash(secrets.token_urlsafe(16))
         self.limits = LoginLimits(context)
 
-    def register(self, *, name: str, email: str, password: str, request_id: str | None = None,
-                 client_address: str | None = None) -> User:
+    def register(self, *, name: str, email: str, password: str, client_address: str | None = None) -> User:
         """A new account, with the letter proving its address. The client address's
         hourly registrations are counted first (429 past them), before the slow hash."""
         password_rules.check(password, email=email, name=name)
@@ -59,14 +58,11 @@ class Accounts:
             user = storage.users.create(name=name, email=email, password_hash=password_hash)
             storage.outbox.put(purpose=letters.VERIFY, email=user.email, user_uuid=user.uuid)
             self.context.audit.record(audit.USER_REGISTERED, target_type="user", target_uuid=user.uuid,
-                                      details={"email": user.email, "name": user.name})
+                                      details={"email": user.email, "name": user.name}, record=user)
         self.context.mail_sender.wake()
-        self.context.emit(events.USER_REGISTERED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
-        self.context.emit(events.RECORD_CREATED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
         return user
 
-    def login(self, email: str, password: str, request_id: str | None = None,
-              client_address: str | None = None) -> dict[str, Any]:
+    def login(self, email: str, password: str, client_address: str | None = None) -> dict[str, Any]:
         """Tokens for ``email`` and ``password``, or ``Unauthorized`` (401) or ``Locked`` (429).
 
         The attempt passes the guess counts of :mod:`locky.login_limits` first (per
@@ -74,14 +70,13 @@ class Accounts:
         a success takes it back.
         """
         storage, hasher = self.context.storage, self.context.password_hasher
-        attempt = self._count_attempt(email, client_address, request_id)
+        attempt = self._count_attempt(email, client_address)
         user = storage.users.get_by_email(email)
         matches = hasher.verify(password, user.password_hash if user else self._dummy_hash)
         if user is None or not matches:
             self.context.audit.record(audit.LOGIN_FAILED, target_type="user" if user else None,
                                       target_uuid=user.uuid if user else None,
                                       details={"email": email, "reason": "wrong password" if user else "unknown email"})
-            self.context.emit(events.LOGIN_FAILED, details={"email": email}, request_id=request_id)
             raise Unauthorized(BAD_LOGIN)
         if user.mfa_enabled:
             # Half a login: this attempt is taken back, but the earlier failures (wrong
@@ -92,13 +87,13 @@ class Accounts:
             self.limits.succeeded(attempt)
         # The slow work before the transaction that decides, never between.
         rehash = hasher.hash(password) if hasher.needs_rehash(user.password_hash) else None
-        self._may_log_in(user, request_id)
+        self._may_log_in(user)
         if user.mfa_enabled:
             if rehash is not None:
                 with storage.atomic():
                     self._still(user, rehash)
             return self._mfa_challenge(user)
-        return self._logged_in(user, request_id, rehash=rehash)
+        return self._logged_in(user, rehash=rehash)
 
     def _still(self, checked: User, rehash: str | None = None) -> User | None:
         """Inside an atomic block: ``checked``'s user as stored now, locked until the
@@ -121,17 +116,17 @@ class Accounts:
         """Whether :meth:`_may_log_in` refuses ``user``."""
         return user.disabled or (self.settings.require_verified_email and not user.email_verified)
 
-    def _may_log_in(self, user: User, request_id: str | None) -> None:
+    def _may_log_in(self, user: User) -> None:
         """Refusals that come after a right password (so they tell nothing to a guesser)."""
         if user.disabled:
-            self._failed(user, "account disabled", request_id)
+            self._failed(user, "account disabled")
             raise Forbidden("An administrator has disabled this account.", title="Account disabled")
         if self.settings.require_verified_email and not user.email_verified:
-            self._failed(user, "email not verified", request_id)
+            self._failed(user, "email not verified")
             raise Forbidden("Confirm your email address first: use the code sent to it, or ask for a new"
                             " one at /v1/public/users/verify/resend.", title="Email not verified")
 
-    def _logged_in(self, checked: User, request_id: str | None, rehash: str | None = None) -> dict[str, Any]:
+    def _logged_in(self, checked: User, rehash: str | None = None) -> dict[str, Any]:
         """The session of a login whose credentials were checked on ``checked``: made
         only if they are still the account's, in the transaction that locks the user."""
         # The tokens first: issuing may rotate an old signing key, a write of its own that
@@ -146,11 +141,10 @@ class Accounts:
                 self.context.audit.record(audit.LOGIN_SUCCEEDED, target_type="user", target_uuid=user.uuid,
                                           actor_uuid=user.uuid,
                                           details={"email": user.email, "session_uuid": session_uuid,
-                                                   "mfa": user.mfa_enabled})
+                                                   "mfa": user.mfa_enabled}, record=user)
         if user is None:
             raise Unauthorized(BAD_LOGIN)
-        self._may_log_in(user, request_id)  # disabled or unverified meanwhile: refused, with its event
-        self.context.emit(events.LOGIN_SUCCEEDED, kind="users", record=user, actor_uuid=user.uuid, request_id=request_id)
+        self._may_log_in(user)  # disabled or unverified meanwhile: refused, with its event
         return self._token_body(user, session_uuid, refresh.token)
 
     def _mfa_challenge(self, user: User) -> dict[str, Any]:
@@ -172,8 +166,7 @@ class Accounts:
                           hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest[:12]).decode()
 
-    def login_mfa(self, mfa_token: str, code: str, request_id: str | None = None,
-                  client_address: str | None = None) -> dict[str, Any]:
+    def login_mfa(self, mfa_token: str, code: str, client_address: str | None = None) -> dict[str, Any]:
         """The second step: a TOTP or recovery code for the login ``mfa_token`` started.
 
         Each attempt counts toward the email's and the client address's lockout like a
@@ -186,18 +179,18 @@ class Accounts:
         user = storage.users.get_by_uuid(pending.user_uuid) if pending else None
         if user is None or user.email != pending.email:
             raise Unauthorized(BAD_MFA_TOKEN)
-        attempt = self._count_attempt(user.email, client_address, request_id)
+        attempt = self._count_attempt(user.email, client_address)
         if not self.second_factor(user, code):
-            self._failed(user, "wrong second-factor code", request_id)
+            self._failed(user, "wrong second-factor code")
             raise Unauthorized(BAD_CODE)
         if storage.codes.use(token_hash, "mfa", now=utcnow()) is None:  # spent by a concurrent request
             raise Unauthorized(BAD_MFA_TOKEN)
         self.limits.succeeded(attempt)
         if not hmac.compare_digest(mfa_token.rpartition(".")[2], self._password_mark(user)):
             raise Unauthorized(BAD_MFA_TOKEN)  # the password of the first step changed since
-        self._may_log_in(user, request_id)
+        self._may_log_in(user)
         try:
-            return self._logged_in(user, request_id)
+            return self._logged_in(user)
         except Unauthorized:
             raise Unauthorized(BAD_MFA_TOKEN) from None
 
@@ -220,39 +213,36 @@ class Accounts:
             codes = self.context.state["totp_codes"] = TotpCodes(self.settings.jwt_secret)
         return codes
 
-    def confirm_password(self, user: User, given: str | None, request_id: str | None = None,
-                         client_address: str | None = None, field: str = "current_password") -> None:
+    def confirm_password(self, user: User, given: str | None, client_address: str | None = None,
+                         field: str = "current_password") -> None:
         """Check ``given`` as ``user``'s current password (a change of one's own password
         or email, a reauthentication): counted exactly like a login attempt, so it is no
         way around the lockout. ``Invalid`` (400 on ``field``) when missing or wrong, ``Locked``
         (429) while the email or the client address is locked."""
-        attempt = self._count_attempt(user.email, client_address, request_id)
+        attempt = self._count_attempt(user.email, client_address)
         if given is None:
-            self._failed(user, "current_password missing", request_id)
+            self._failed(user, "current_password missing")
             raise Invalid.one(field, "Required to change your own password or email." if field == "current_password"
                               else "Required.")
         if not self.context.password_hasher.verify(given, user.password_hash):
-            self._failed(user, "current_password wrong", request_id)
+            self._failed(user, "current_password wrong")
             raise Invalid.one(field, "Does not match your current password.")
         self.limits.succeeded(attempt)
 
-    def _count_attempt(self, email: str, client_address: str | None, request_id: str | None) -> Attempt:
+    def _count_attempt(self, email: str, client_address: str | None) -> Attempt:
         """Count one password or code attempt at ``email`` (:mod:`locky.login_limits`);
         ``Locked`` (429, with its ``login.locked`` event) while a count is locked."""
         return self.limits.count(email, client_address,
-                                 lambda reason, retry_after: self._locked(email, reason, retry_after, request_id))
+                                 lambda reason, retry_after: self._locked(email, reason, retry_after))
 
-    def _failed(self, user: User, reason: str, request_id: str | None) -> None:
+    def _failed(self, user: User, reason: str) -> None:
         self.context.audit.record(audit.LOGIN_FAILED, target_type="user", target_uuid=user.uuid,
                                   details={"email": user.email, "reason": reason})
-        self.context.emit(events.LOGIN_FAILED, kind="users", actor_uuid=user.uuid,
-                          details={"email": user.email, "reason": reason}, request_id=request_id)
 
-    def _locked(self, email: str, reason: str, retry_after: int, request_id: str | None) -> None:
+    def _locked(self, email: str, reason: str, retry_after: int) -> None:
         """The event of a refusal by a locked count (the caller raises the 429)."""
         self.context.audit.record(audit.LOGIN_LOCKED, details={"email": email, "reason": reason,
                                                                "retry_after": retry_after})
-        self.context.emit(events.LOGIN_FAILED, details={"email": email, "reason": reason}, request_id=request_id)
 
     def _token_body(self, user: User, session_uuid: str, refresh_token: str) -> dict[str, Any]:
         access = self.context.tokens.issue(user_uuid=user.uuid, session_uuid=session_uuid, kind="access")
@@ -264,7 +254,7 @@ class Accounts:
             "user": user,
         }
 
-    def refresh(self, refresh_token: str, request_id: str | None = None) -> dict[str, Any]:
+    def refresh(self, refresh_token: str) -> dict[str, Any]:
         """New tokens for a refresh token, which is spent. The user is locked and read in
         the rotation's transaction, so the one presentation that rotates is the one
         answered with tokens: a reuse racing it (which ends the login) can no longer
@@ -279,16 +269,11 @@ class Accounts:
                                       target_type="session", target_uuid=claims.session_uuid,
                                       actor_uuid=claims.subject, details={"user_uuid": claims.subject})
         if not rotated:
-            self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=claims.subject,
-                              details={"session_uuid": claims.session_uuid, "reason": "refresh token reused or revoked"},
-                              request_id=request_id)
             raise Unauthorized("The refresh token has been used or revoked.")
         if user is None or user.disabled:  # deleting or disabling ends the sessions in its transaction
             raise Unauthorized("The refresh token has been revoked.")
         return self._token_body(user, claims.session_uuid, new.token)
 
-    def logout(self, identity: Identity, request_id: str | None = None) -> None:
-        if identity.session_uuid and revoke_session(self.context, identity.session_uuid, "logout", identity.user.uuid):
-            self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=identity.user.uuid,
-                              details={"session_uuid": identity.session_uuid, "reason": "logout"},
-                              request_id=request_id)
+    def logout(self, identity: Identity) -> None:
+        if identity.session_uuid:
+            revoke_session(self.context, identity.session_uuid, "logout", identity.user.uuid)

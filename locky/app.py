@@ -64,6 +64,7 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = (), *,
     context = Context(settings, pm)
     try:
         context.build_providers()
+        context.audit.declare(pm.hook.locky_audit_events(context=context))  # the plugins' own event names
         prepare_storage(context.storage, settings)
         context.storage.roles.sync_builtin(context.authorizer.builtin_roles())
         routes = _collect_routes(context)

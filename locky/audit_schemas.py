@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from marshmallow import RAISE, Schema, ValidationError, fields, validate
+from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates
 
-from locky.audit import EVENTS
+from locky.events import NAMES as EVENTS
+from locky.events import RESERVED_PREFIXES
 from locky.schemas import (
     DESCRIPTION_TEXT,
     TEXT_PATTERN,
@@ -27,14 +28,38 @@ MAX_PATTERNS = 50
 
 
 def event_pattern(value: str) -> None:
-    """An event name Locky records, a prefix of some (``user.*``), or ``*``."""
+    """An event name Locky records, a prefix of some (``user.*``), ``*``, or what may be
+    a plugin's (a prefix none of Locky's names has: :class:`KnownEvents` decides)."""
     if not EVENT_PATTERN.fullmatch(value):
         raise ValidationError("Not an event name, a prefix ending in .*, or *.")
     if value == "*" or value in EVENTS:
         return
     if value.endswith(".*") and any(name.startswith(value[:-1]) for name in EVENTS):
         return
-    raise ValidationError(f"No event is called {value}: see GET /v1/internal/audit for the names.")
+    if value.split(".")[0] not in RESERVED_PREFIXES:
+        return  # a plugin's, perhaps
+    raise unknown(value)
+
+
+def unknown(value: str) -> ValidationError:
+    return ValidationError(f"No event is called {value}: see GET /v1/internal/audit for the names.")
+
+
+class KnownEvents:
+    """Refuses patterns that select no event of this app: Locky's names and those its
+    plugins declared (``AuditTrail.names``, given as ``names`` when the schema is made;
+    Locky's alone by default)."""
+
+    def __init__(self, *args, names=EVENTS, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.names = names
+
+    def _check(self, value: str) -> None:
+        if value == "*" or value in self.names:
+            return
+        if value.endswith(".*") and any(name.startswith(value[:-1]) for name in self.names):
+            return
+        raise unknown(value)
 
 
 class Rfc3339(fields.Field):
@@ -65,7 +90,7 @@ class Target(fields.String):
         return value.lower() if UUID.fullmatch(value) else value
 
 
-class AuditQuerySchema(ListQuerySchema):
+class AuditQuerySchema(KnownEvents, ListQuerySchema):
     event = fields.String(validate=event_pattern, **d("An event name, or a prefix ending in .* (user.*).",
                                                       pattern=EVENT_PATTERN.pattern))
     actor_uuid = Uuid("Who acted.")
@@ -75,12 +100,16 @@ class AuditQuerySchema(ListQuerySchema):
     since = Rfc3339(**d("Events at or after this time (RFC 3339)."))
     until = Rfc3339(**d("Events before this time (RFC 3339)."))
 
+    @validates("event")
+    def _known(self, value: str, **kwargs) -> None:
+        self._check(value)
+
 
 class AuditEventSchema(Schema):
     id = fields.Integer(**d("Position in the trail (keyset paging)."))
     uuid = fields.String(**d("The event's id; a webhook delivery's Locky-Event-Id.", pattern=UUID4_PATTERN))
     created_at = Timestamp(**d("When it happened, RFC 3339 UTC."))
-    event = fields.String(**d("What happened: " + ", ".join(EVENTS) + "."))
+    event = fields.String(**d("What happened: " + ", ".join(EVENTS) + ", or a plugin's own (under its prefix)."))
     actor_uuid = fields.String(allow_none=True, **d("Who did it; null when nobody was logged in."))
     target_type = fields.String(allow_none=True, **d("user, group, member, role, session, key or webhook."))
     target_uuid = fields.String(allow_none=True, **d("What it was done to."))
@@ -89,7 +118,7 @@ class AuditEventSchema(Schema):
     details = fields.Dict(**d("Facts of the event; never a password, hash, token, code or secret."))
 
 
-class WebhookRequestSchema(RequestSchema):
+class WebhookRequestSchema(KnownEvents, RequestSchema):
     url = fields.String(required=True, **d(
         "Where events are POSTed: https://, or http:// to a public address (a private, loopback or link-local"
         " one is refused unless LOCKY_WEBHOOK_ALLOW_PRIVATE). No user name or password in it.",
@@ -100,6 +129,11 @@ class WebhookRequestSchema(RequestSchema):
                          **d("Event names, prefixes ending in .* (user.*), or * for every event."))
     description = fields.String(load_default="", validate=[validate.Length(0, 1024), plain_text],
                                 **d(DESCRIPTION_TEXT, pattern=TEXT_PATTERN))
+
+    @validates("events")
+    def _known(self, value: list, **kwargs) -> None:
+        for pattern in value:
+            self._check(pattern)
 
 
 class WebhookSchema(Schema):

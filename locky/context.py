@@ -6,17 +6,14 @@ Locky is global, so two apps in one process share nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
 import pluggy
 
-from locky import audit
 from locky.audit import AuditTrail
 from locky.errors import Forbidden
 from locky.mail_sender import MailSender
-from locky.events import Event
 from locky.providers import Authorizer, Mailer, PasswordHasher, Storage, TokenBackend
 from locky.records import Identity
 from locky.registry import Registry
@@ -61,7 +58,8 @@ class Context:
         self.state: dict[str, Any] = {}  # room for plugins' own per-app state
         # Sends the outbox's letters from a thread of each process (started by create_app).
         self.mail_sender = MailSender(self)
-        # The audit trail (CONTRACT §12), and the thread that sends its webhook deliveries.
+        # The audit trail (CONTRACT §12), whose events plugins hear (§18), and the thread
+        # that sends its webhook deliveries.
         self.audit = AuditTrail(self)
         self.webhook_sender = WebhookSender(self)
         self._closed = False
@@ -71,28 +69,8 @@ class Context:
         self.registries = fill_registries(self.hook)
         for slot, _ in SLOTS:
             setattr(self, slot, self.registries[slot].create(getattr(self.settings, slot), self))
-
-    def emit(self, name: str, **fields: Any) -> None:
-        """Announce an event to every ``locky_event`` implementation; never raises.
-
-        During a request the event gets the request's id and client address (the audit
-        trail's :class:`~locky.audit.Origin`, set by the request middleware) unless the
-        caller gives them; outside one both stay ``None``. A ``User`` record goes out
-        with an empty ``password_hash``.
-        """
-        origin = audit.current()
-        if not fields.get("request_id"):
-            fields["request_id"] = origin.request_id or None
-        if not fields.get("client_address"):
-            fields["client_address"] = origin.ip or None
-        record = fields.get("record")
-        if getattr(record, "password_hash", None):  # a User: the hash stays in storage
-            fields["record"] = dataclasses.replace(record, password_hash="")
-        event = Event(name=name, **fields)
-        try:
-            self.hook.locky_event(event=event, context=self)
-        except Exception:
-            log.exception("a locky_event implementation failed on %s", name)
+        # Events recorded in a block are announced to plugins once it committed.
+        self.audit.watch(self.storage)
 
     def allowed(
         self,

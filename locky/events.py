@@ -1,151 +1,205 @@
-"""Events announced to plugins through the ``locky_event`` hook: their names, the
-:class:`Event` a plugin gets, and :data:`SPECS`, the one description of when each fires
-and what it carries (``docs/events.md`` is generated from it by ``docs/gen_events.py``,
-and ``tests/test_docs_events.py`` drives every row through the API).
+"""Locky's one vocabulary of events (CONTRACT §18): their names, the :class:`Event` a
+``locky_event`` plugin hears, and :data:`SPECS`, the one description of which action
+records each and what it carries (``docs/events.md`` is generated from it by
+``docs/gen_events.py``; ``tests/test_docs_events.py`` drives every row through the API
+and the command line).
 
-These are the plugin-facing events, announced after a change commits. The audit trail
-(:mod:`locky.audit`, ``GET /v1/internal/audit`` and webhooks) has names of its own,
-some alike (``login.succeeded``), some not (``user.email_verified`` here is
-``email.verified`` there): it records more (every refused access, each field changed)
-and stores what it records.
+Every event is written to the audit trail (:mod:`locky.audit`, ``GET
+/v1/internal/audit``, webhooks) in the transaction of the change it tells of, and
+announced to plugins under the same name, with the same fields, once that transaction
+has committed. Plugins add names of their own under a prefix of their own (the
+``locky_audit_events`` hook) and record them with ``context.audit.record``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 USER_REGISTERED = "user.registered"
+USER_UPDATED = "user.updated"
+USER_DELETED = "user.deleted"
+USER_DISABLED = "user.disabled"
+USER_ENABLED = "user.enabled"
+EMAIL_VERIFIED = "email.verified"
+PASSWORD_CHANGED = "password.changed"
+PASSWORD_RESET_REQUESTED = "password.reset_requested"
+PASSWORD_RESET = "password.reset"
+MFA_ENABLED = "mfa.enabled"
+MFA_DISABLED = "mfa.disabled"
 LOGIN_SUCCEEDED = "login.succeeded"
 LOGIN_FAILED = "login.failed"
+LOGIN_LOCKED = "login.locked"
+TOKEN_REFRESHED = "token.refreshed"
+TOKEN_REUSE_DETECTED = "token.reuse_detected"
 TOKEN_REVOKED = "token.revoked"
-RECORD_CREATED = "record.created"
-RECORD_UPDATED = "record.updated"
-RECORD_DELETED = "record.deleted"
-EMAIL_VERIFIED = "user.email_verified"
-PASSWORD_RESET = "user.password_reset"
-MFA_ENABLED = "user.mfa_enabled"
-MFA_DISABLED = "user.mfa_disabled"
+GROUP_CREATED = "group.created"
+GROUP_UPDATED = "group.updated"
+GROUP_DELETED = "group.deleted"
+MEMBER_ADDED = "member.added"
+MEMBER_REMOVED = "member.removed"
+ROLE_CREATED = "role.created"
+ROLE_UPDATED = "role.updated"
+ROLE_DELETED = "role.deleted"
+ADMIN_GRANTED = "admin.granted"
+ADMIN_REVOKED = "admin.revoked"
 KEY_ROTATED = "key.rotated"
+WEBHOOK_CREATED = "webhook.created"
+WEBHOOK_DELETED = "webhook.deleted"
 
+#: Every event Locky records and announces, in the order CONTRACT §12 lists them.
 NAMES = (
-    USER_REGISTERED,
-    LOGIN_SUCCEEDED,
-    LOGIN_FAILED,
-    TOKEN_REVOKED,
-    RECORD_CREATED,
-    RECORD_UPDATED,
-    RECORD_DELETED,
-    EMAIL_VERIFIED,
-    PASSWORD_RESET,
-    MFA_ENABLED,
-    MFA_DISABLED,
-    KEY_ROTATED,
+    USER_REGISTERED, USER_UPDATED, USER_DELETED, USER_DISABLED, USER_ENABLED, EMAIL_VERIFIED,
+    PASSWORD_CHANGED, PASSWORD_RESET_REQUESTED, PASSWORD_RESET, MFA_ENABLED, MFA_DISABLED,
+    LOGIN_SUCCEEDED, LOGIN_FAILED, LOGIN_LOCKED, TOKEN_REFRESHED, TOKEN_REUSE_DETECTED, TOKEN_REVOKED,
+    GROUP_CREATED, GROUP_UPDATED, GROUP_DELETED, MEMBER_ADDED, MEMBER_REMOVED,
+    ROLE_CREATED, ROLE_UPDATED, ROLE_DELETED, ADMIN_GRANTED, ADMIN_REVOKED, KEY_ROTATED,
+    WEBHOOK_CREATED, WEBHOOK_DELETED,
 )
+
+#: The first parts of Locky's own names (``user``, ``login``, ...) and ``locky``: no
+#: plugin's event may start with one of them.
+RESERVED_PREFIXES = frozenset({name.split(".")[0] for name in NAMES} | {"locky"})
 
 
 @dataclass(frozen=True)
 class Event:
-    """One thing that happened.
+    """One event of the audit trail, as a ``locky_event`` plugin hears it.
 
-    ``kind`` names the record kind (``users``, ``groups``, ``members``, ``roles``,
-    ``sessions``, ``keys``) where there is one; ``actor_uuid`` is the caller, if known;
-    ``record`` is the record as it is after the change. Never holds a password or token.
-
-    ``request_id`` (the response's ``X-Request-ID``) and ``client_address`` (the
-    caller's address by the ``LOCKY_TRUSTED_PROXIES`` rule) are filled in by
-    :meth:`locky.context.Context.emit` from the request being served; both are ``None``
-    for an event outside a request (a command such as ``locky keys rotate``).
-    :data:`SPECS` says which ``kind``, ``record`` and ``details`` each event has.
+    The fields are the trail's (``GET /v1/internal/audit``): ``uuid`` (the event's, a
+    webhook delivery's ``Locky-Event-Id``), ``actor_uuid`` (the caller; ``None`` when
+    anonymous or on the command line), ``target_type`` and ``target_uuid``,
+    ``client_address`` (the trail's ``ip``: the caller's address by the
+    ``LOCKY_TRUSTED_PROXIES`` rule), ``request_id`` (the response's ``X-Request-ID``),
+    both ``None`` outside a request (an operator's command), ``details`` and
+    ``created_at`` (UTC). ``record`` is not stored in the trail: the record as it is
+    after the change, where :data:`SPECS` names one (a ``User`` goes out with an empty
+    ``password_hash``). Never holds a password, hash, token, code or secret.
     """
 
     name: str
-    kind: str | None = None
-    record: Any = None
     actor_uuid: str | None = None
-    request_id: str | None = None
-    at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-    details: dict[str, Any] = field(default_factory=dict)
+    target_type: str | None = None
+    target_uuid: str | None = None
     client_address: str | None = None
+    request_id: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    record: Any = None
+    uuid: str | None = None
 
 
 @dataclass(frozen=True)
 class EventSpec:
-    """One way an event fires: a row of ``docs/events.md``.
+    """One way an event is recorded: a row of ``docs/events.md``.
 
-    ``action`` is the request that fires it (``"POST /v1/public/users/login"``), or the
-    command outside any request; ``fires_when`` says when in words; ``kind`` and
-    ``record`` (the name of the :mod:`locky.records` class, or ``None``) and ``details``
-    (its keys, exactly) are what the :class:`Event` carries. An event fired by several
-    actions, or in several shapes, has a row for each.
+    ``action`` is the request that records it (``"POST /v1/public/users/login"``), or the
+    operator's command; ``fires_when`` says when in words; ``target_type``, ``record``
+    (the name of the :mod:`locky.records` class the :class:`Event` carries, or ``None``)
+    and ``details`` (its keys; one ending in ``?`` only where it applies) are what the
+    event holds. An event recorded by several actions, or in several shapes, has a row
+    for each.
     """
 
     name: str
     action: str
     fires_when: str
-    kind: str | None
+    target_type: str | None
     record: str | None
     details: tuple[str, ...] = ()
 
 
+_REGISTER = "POST /v1/public/users/register"
 _LOGIN = "POST /v1/public/users/login"
 _MFA_LOGIN = "POST /v1/public/users/login/mfa"
+_REFRESH = "POST /v1/public/users/refresh"
+_FORGOT = "POST /v1/public/users/password/forgot"
 _USER = "PUT /v1/private/users/{id}"
+_TOTP = "DELETE /v1/private/users/me/mfa/totp"
+_LOGIN_FAILED = ("email", "reason")
 
-#: Every event, every action that fires it, and what it carries; the single source of
-#: ``docs/events.md``. Record events come after the change's transaction committed;
-#: ``record`` is the record as stored then (a deleted one with its ``deleted_at``).
+#: Every event, every action that records it, and what it carries: the single source of
+#: ``docs/events.md``.
 SPECS: tuple[EventSpec, ...] = (
-    EventSpec(USER_REGISTERED, "POST /v1/public/users/register", "An account is registered.", "users", "User"),
-    EventSpec(RECORD_CREATED, "POST /v1/public/users/register",
-              "An account is registered (right after `user.registered`).", "users", "User"),
-    EventSpec(RECORD_CREATED, "POST /v1/private/groups", "A group is created.", "groups", "Group"),
-    EventSpec(RECORD_CREATED, "POST /v1/private/members", "A user joins a group.", "members", "Member"),
-    EventSpec(RECORD_CREATED, "POST /v1/private/roles", "A custom role is created.", "roles", "Role"),
-    EventSpec(RECORD_UPDATED, _USER, "A user is updated (any field, `disabled` included).", "users", "User"),
-    EventSpec(RECORD_UPDATED, "PUT /v1/private/groups/{id}", "A group is updated.", "groups", "Group"),
-    EventSpec(RECORD_UPDATED, "PUT /v1/private/roles/{id}", "A custom role is updated.", "roles", "Role"),
-    EventSpec(RECORD_DELETED, "DELETE /v1/private/users/{id}", "A user is soft-deleted.", "users", "User"),
-    EventSpec(RECORD_DELETED, "DELETE /v1/private/groups/{id}", "A group is soft-deleted.", "groups", "Group"),
-    EventSpec(RECORD_DELETED, "DELETE /v1/private/members/{id}", "A membership ends (removed, or left).",
-              "members", "Member"),
-    EventSpec(RECORD_DELETED, "DELETE /v1/private/roles/{id}", "A custom role is soft-deleted.", "roles", "Role"),
-    EventSpec(LOGIN_SUCCEEDED, _LOGIN, "A password login issues tokens (an account without a second factor).",
-              "users", "User"),
-    EventSpec(LOGIN_SUCCEEDED, _MFA_LOGIN, "The second step of a login (TOTP or recovery code) issues tokens.",
-              "users", "User"),
-    EventSpec(LOGIN_FAILED, _LOGIN, "A wrong password, or no live account has the email (401).",
-              None, None, ("email",)),
-    EventSpec(LOGIN_FAILED, _LOGIN, "The right password for an account that is disabled, or whose email is not"
-              " verified while `LOCKY_REQUIRE_VERIFIED_EMAIL` is on (403); `actor_uuid` is the account.",
-              "users", None, ("email", "reason")),
-    EventSpec(LOGIN_FAILED, _MFA_LOGIN, "A wrong TOTP or recovery code (401); `actor_uuid` is the account.",
-              "users", None, ("email", "reason")),
-    EventSpec(LOGIN_FAILED, _USER, "A user changing their own password or email gives no `current_password`,"
-              " or a wrong one (400); `actor_uuid` is the account.", "users", None, ("email", "reason")),
-    EventSpec(LOGIN_FAILED, _LOGIN, "The email or the client address is locked after too many failures (429);"
-              " likewise on `/login/mfa` and a `PUT` that checks `current_password`.",
-              None, None, ("email", "reason")),
-    EventSpec(TOKEN_REVOKED, "POST /v1/private/users/logout", "The caller logs out: their login ends.",
-              "sessions", None, ("session_uuid", "reason")),
-    EventSpec(TOKEN_REVOKED, "POST /v1/public/tokens/revoke", "A live token is revoked: its login ends.",
-              "sessions", None, ("session_uuid", "reason")),
-    EventSpec(TOKEN_REVOKED, "POST /v1/public/users/refresh", "A refresh token is used a second time: its login"
-              " ends (401). Also sent for a refresh token of a login already ended.", "sessions", None, ("session_uuid", "reason")),
-    EventSpec(TOKEN_REVOKED, _USER, "A password change, an admin's change of someone's email, or disabling an"
-              " account ends that user's other logins (`sessions`: how many).",
-              "sessions", None, ("user_uuid", "sessions", "reason")),
-    EventSpec(EMAIL_VERIFIED, "POST /v1/public/users/verify", "A verification code proves the account's email.",
-              "users", "User"),
+    EventSpec(USER_REGISTERED, _REGISTER, "An account is registered (by nobody logged in: `actor_uuid` is null).",
+              "user", "User", ("email", "name")),
+    EventSpec(USER_UPDATED, _USER, "A user is changed: `changed` names the fields (`password` included);"
+              " `email` and `previous_email` when the address changed, `sessions_ended` when logins ended.",
+              "user", "User", ("changed", "email?", "previous_email?", "sessions_ended?")),
+    EventSpec(USER_DELETED, "DELETE /v1/private/users/{id}", "A user is soft-deleted.", "user", "User",
+              ("email", "name")),
+    EventSpec(USER_DISABLED, _USER, "An admin turns an account off (`disabled: true`), after `user.updated`.",
+              "user", "User", ("email",)),
+    EventSpec(USER_ENABLED, _USER, "An admin turns an account back on (`disabled: false`), after `user.updated`.",
+              "user", "User", ("email",)),
+    EventSpec(EMAIL_VERIFIED, "POST /v1/public/users/verify", "A verification code proves the account's address.",
+              "user", "User", ("email",)),
+    EventSpec(PASSWORD_CHANGED, _USER, "A user's password is changed (by its owner with `current_password`, or by"
+              " an admin), after `user.updated`.", "user", "User"),
+    EventSpec(PASSWORD_RESET_REQUESTED, _FORGOT, "A reset code is asked for a live account's address"
+              " (`account`: true).", "user", None, ("email", "account")),
+    EventSpec(PASSWORD_RESET_REQUESTED, _FORGOT, "A reset code is asked for an address no live account has"
+              " (`account`: false; no target).", None, None, ("email", "account")),
     EventSpec(PASSWORD_RESET, "POST /v1/public/users/password/reset", "A reset code sets a new password; every"
-              " login of the account ends (`sessions_revoked`: how many).", "users", "User", ("sessions_revoked",)),
+              " login of the account ends (`sessions_ended`: how many).", "user", "User", ("email", "sessions_ended")),
     EventSpec(MFA_ENABLED, "POST /v1/private/users/me/mfa/totp/confirm", "A first code confirms TOTP: the"
-              " account now needs a second factor.", "users", "User"),
-    EventSpec(MFA_DISABLED, "DELETE /v1/private/users/me/mfa/totp", "TOTP is turned off, proved by a code.",
-              "users", "User"),
-    EventSpec(KEY_ROTATED, "POST /v1/private/keys/rotate", "An admin rotates the signing key.",
-              "keys", None, ("kid", "alg")),
+              " account now needs a second factor.", "user", "User", ("method",)),
+    EventSpec(MFA_DISABLED, _TOTP, "The owner turns TOTP off, proved by a code.", "user", "User", ("method",)),
+    EventSpec(MFA_DISABLED, "DELETE /v1/private/users/{id}/mfa", "An admin removes a user's second factors"
+              " (`by`: `admin`; `actor_uuid` is the admin).", "user", "User", ("method", "by")),
+    EventSpec(LOGIN_SUCCEEDED, _LOGIN, "A password login issues tokens (an account without a second factor);"
+              " `actor_uuid` is the account.", "user", "User", ("email", "session_uuid", "mfa")),
+    EventSpec(LOGIN_SUCCEEDED, _MFA_LOGIN, "The second step of a login (TOTP or recovery code) issues tokens.",
+              "user", "User", ("email", "session_uuid", "mfa")),
+    EventSpec(LOGIN_FAILED, _LOGIN, "A wrong password for a live account (401), or the right one for an account"
+              " disabled, or unverified while `LOCKY_REQUIRE_VERIFIED_EMAIL` is on (403).",
+              "user", None, _LOGIN_FAILED),
+    EventSpec(LOGIN_FAILED, _LOGIN, "No live account has the email (401; no target).", None, None, _LOGIN_FAILED),
+    EventSpec(LOGIN_FAILED, _MFA_LOGIN, "A wrong TOTP or recovery code (401).", "user", None, _LOGIN_FAILED),
+    EventSpec(LOGIN_FAILED, _USER, "A user changing their own password or email gives no `current_password`,"
+              " or a wrong one (400).", "user", None, _LOGIN_FAILED),
+    EventSpec(LOGIN_FAILED, "POST /v1/private/users/me/reauth", "A wrong password to renew a login's"
+              " authentication (400).", "user", None, _LOGIN_FAILED),
+    EventSpec(LOGIN_FAILED, _TOTP, "A wrong code to turn TOTP off (400).", "user", None, _LOGIN_FAILED),
+    EventSpec(LOGIN_LOCKED, _LOGIN, "The email or the client address is locked after too many failures (429);"
+              " likewise on `/login/mfa` and wherever a password or code is checked. No target.",
+              None, None, ("email", "reason", "retry_after")),
+    EventSpec(TOKEN_REFRESHED, _REFRESH, "A refresh token is exchanged for new tokens (`actor_uuid`: the"
+              " account).", "session", None, ("user_uuid",)),
+    EventSpec(TOKEN_REUSE_DETECTED, _REFRESH, "A refresh token already used, or of a login that ended, is"
+              " presented again (401); its login ends.", "session", None, ("user_uuid",)),
+    EventSpec(TOKEN_REVOKED, "POST /v1/private/users/logout", "The caller logs out: their login ends.",
+              "session", None, ("reason", "user_uuid")),
+    EventSpec(TOKEN_REVOKED, "POST /v1/public/tokens/revoke", "A live token is revoked: its login ends"
+              " (public route: `actor_uuid` is null).", "session", None, ("reason", "user_uuid")),
+    EventSpec(GROUP_CREATED, "POST /v1/private/groups", "A group is created; its creator owns it.", "group",
+              "Group", ("name", "owner_uuid")),
+    EventSpec(GROUP_UPDATED, "PUT /v1/private/groups/{id}", "A group is changed (`changed`: the fields sent).",
+              "group", "Group", ("name", "changed")),
+    EventSpec(GROUP_DELETED, "DELETE /v1/private/groups/{id}", "A group is soft-deleted.", "group", "Group",
+              ("name",)),
+    EventSpec(MEMBER_ADDED, "POST /v1/private/members", "A user joins a group with a role.", "member", "Member",
+              ("group_uuid", "user_uuid", "role")),
+    EventSpec(MEMBER_REMOVED, "DELETE /v1/private/members/{id}", "A membership ends (removed, or left).",
+              "member", "Member", ("group_uuid", "user_uuid", "role")),
+    EventSpec(ROLE_CREATED, "POST /v1/private/roles", "A custom role is created.", "role", "Role",
+              ("name", "permissions")),
+    EventSpec(ROLE_UPDATED, "PUT /v1/private/roles/{id}", "A custom role is changed (`changed`: the fields sent).",
+              "role", "Role", ("name", "permissions", "changed")),
+    EventSpec(ROLE_DELETED, "DELETE /v1/private/roles/{id}", "A custom role is soft-deleted.", "role", "Role",
+              ("name", "permissions")),
+    EventSpec(ADMIN_GRANTED, "locky grant-admin EMAIL", "The operator makes a user an admin from the command"
+              " line (no request: `actor_uuid`, `request_id` and `client_address` are null).", "user", "User",
+              ("email", "via")),
+    EventSpec(ADMIN_REVOKED, "locky revoke-admin EMAIL", "The operator takes a stored admin grant back from the"
+              " command line.", "user", "User", ("email", "via")),
+    EventSpec(KEY_ROTATED, "POST /v1/private/keys/rotate", "An admin rotates the signing key.", "key", None,
+              ("kid", "alg")),
     EventSpec(KEY_ROTATED, "locky keys rotate", "The operator rotates the signing key from the command line (no"
-              " request: `actor_uuid`, `request_id` and `client_address` are null).", "keys", None, ("kid", "alg")),
+              " request: `actor_uuid`, `request_id` and `client_address` are null).", "key", None, ("kid", "alg")),
+    EventSpec(WEBHOOK_CREATED, "POST /v1/private/webhooks", "An admin subscribes a URL to events (`url` without"
+              " its query).", "webhook", None, ("id", "url", "events")),
+    EventSpec(WEBHOOK_DELETED, "DELETE /v1/private/webhooks/{id}", "An admin ends a subscription.", "webhook",
+              None, ("id", "url")),
 )

@@ -11,7 +11,7 @@ plugin can never replace one silently by being installed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pluggy
 
@@ -198,16 +198,43 @@ def locky_shutdown(context: Context) -> None:
 
 
 @hookspec
-def locky_event(event: Event, context: Context) -> None:
-    """Something happened: ``event.name`` is one of ``user.registered``,
-    ``login.succeeded``, ``login.failed``, ``token.revoked``, ``record.created``,
-    ``record.updated``, ``record.deleted``, ``user.email_verified``,
-    ``user.password_reset``, ``user.mfa_enabled``, ``user.mfa_disabled``, ``key.rotated``.
-    [The event table](events.md) (from ``locky.events.SPECS``) says which action fires
-    each, and its ``kind``, ``record`` and ``details``.
+def locky_audit_events(context: Context) -> Iterable[str] | None:
+    """Declare the names of the events this plugin records.
 
-    Called after the change is committed, in the request's process. During a request
-    ``event.request_id`` and ``event.client_address`` are the request's (``None`` in a
-    command). An exception in an implementation is logged and does not fail the
-    request. Returns nothing.
+    Return the names (``["api_keys.created", "api_keys.revoked"]``) the plugin will
+    record with ``context.audit.record(name, target_type=..., target_uuid=...,
+    details=...)``, the one call that writes the audit trail. Each name is a prefix of
+    the plugin's own and more parts, lowercase letters and ``_`` joined by dots, at most
+    64 characters. Startup stops on a name that is malformed, that starts with one of
+    Locky's own prefixes (``user.``, ``login.``, ``token.``, ... and ``locky.``: see
+    ``locky.events.RESERVED_PREFIXES``), or whose prefix another plugin declares too.
+    Declared events are stored in the trail, selected by ``GET /v1/internal/audit``'s
+    ``event`` filter (``api_keys.created``, ``api_keys.*``) and by webhook patterns,
+    and announced through ``locky_event`` like Locky's own. Recording a name nobody
+    declared raises ``ValueError``.
+
+    Called once per app, right after the providers are built. Returns the names, or
+    ``None``.
+    """
+
+
+@hookspec
+def locky_event(event: Event, context: Context) -> None:
+    """An event of the audit trail has been recorded and its transaction has committed.
+
+    ``event.name`` is one of Locky's (the names ``GET /v1/internal/audit`` shows:
+    ``user.registered``, ``login.failed``, ``member.added``, ... in
+    ``locky.events.NAMES``) or one a plugin declared with ``locky_audit_events``;
+    ``event`` carries the trail's ``uuid``, ``actor_uuid``, ``target_type``,
+    ``target_uuid``, ``client_address`` (the trail's ``ip``), ``request_id``,
+    ``details`` and ``created_at``, and the ``record`` after the change where there is
+    one. [The event table](events.md) (from ``locky.events.SPECS``) says which action
+    records each, and its target, record and details.
+
+    Called once per event, after the outermost ``storage.atomic()`` block that wrote it
+    has committed (a plugin that reads storage sees the change; an undone block
+    announces nothing), in the process that made the change: the HTTP API's and the
+    console's requests, and the operator's commands (``locky grant-admin``, ``locky
+    keys rotate``: ``actor_uuid``, ``request_id`` and ``client_address`` are ``None``).
+    An exception in an implementation is logged and changes nothing. Returns nothing.
     """

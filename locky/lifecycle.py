@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from locky import abuse_limits, audit, events, letters, password_rules
+from locky import abuse_limits, audit, letters, password_rules
 from locky.accounts import Accounts
 from locky.codes import hash_code, hash_recovery_code, new_recovery_code
 from locky.errors import Invalid, StateConflict
@@ -35,18 +35,16 @@ class Lifecycle:
 
     # -- email verification ---------------------------------------------------------------
 
-    def verify(self, token: str, request_id: str | None = None) -> User:
+    def verify(self, token: str) -> User:
         """Spend a verification code: its account's address (the one it was sent to) is proved."""
         with self.storage.atomic():
             code = self.storage.codes.use(hash_code(token), letters.VERIFY, now=utcnow())
             user = self.storage.users.mark_verified(code.user_uuid, code.email) if code else None
             if user is not None:
                 self.context.audit.record(audit.EMAIL_VERIFIED, target_type="user", target_uuid=user.uuid,
-                                          details={"email": user.email})
+                                          details={"email": user.email}, record=user)
         if user is None:
             raise Invalid.one("token", BAD_TOKEN)
-        self.context.emit(events.EMAIL_VERIFIED, kind="users", record=user, actor_uuid=user.uuid,
-                          request_id=request_id)
         return user
 
     def resend(self, email: str, client_address: str | None = None) -> None:
@@ -72,7 +70,7 @@ class Lifecycle:
                                       details={"email": email, "account": user is not None})
         self.context.mail_sender.wake()
 
-    def reset(self, token: str, password: str, request_id: str | None = None) -> User:
+    def reset(self, token: str, password: str) -> User:
         """Set a new password with a reset code: every login of the account ends and its
         lockout is lifted; the code proved the address too. The code is spent only when
         the password is accepted."""
@@ -97,11 +95,9 @@ class Lifecycle:
             # The owner hears of it at the address, whoever used the code.
             self.storage.outbox.put(purpose=letters.RESET_DONE, email=user.email, user_uuid=user.uuid)
             self.context.audit.record(audit.PASSWORD_RESET, target_type="user", target_uuid=user.uuid,
-                                      details={"email": user.email, "sessions_ended": revoked})
+                                      details={"email": user.email, "sessions_ended": revoked}, record=user)
         self.accounts.limits.clear(user.email)  # every address's lock at the account lifts
         self.context.mail_sender.wake()
-        self.context.emit(events.PASSWORD_RESET, kind="users", record=user, actor_uuid=user.uuid,
-                          details={"sessions_revoked": revoked}, request_id=request_id)
         return user
 
     # -- TOTP -----------------------------------------------------------------------------
@@ -114,7 +110,7 @@ class Lifecycle:
             raise StateConflict("TOTP is already enabled; turn it off before setting it up again.")
         return {"secret": secret, "otpauth_uri": totp.uri(secret, user.email)}
 
-    def totp_confirm(self, user: User, code: str, request_id: str | None = None) -> dict[str, Any]:
+    def totp_confirm(self, user: User, code: str) -> dict[str, Any]:
         """Turn TOTP on with a first code from the pending secret; the recovery codes,
         shown this once."""
         state = self.storage.totp.get(user.uuid)
@@ -130,15 +126,12 @@ class Lifecycle:
                                                       recovery_hashes=[hash_recovery_code(c) for c in recovery])
                 if confirmed is not None:
                     self.context.audit.record(audit.MFA_ENABLED, target_type="user", target_uuid=user.uuid,
-                                              details={"method": "totp"})
+                                              details={"method": "totp"}, record=confirmed)
         if confirmed is None:
             raise Invalid.one("code", "Invalid code: enter the current code of your authenticator app.")
-        self.context.emit(events.MFA_ENABLED, kind="users", record=confirmed, actor_uuid=user.uuid,
-                          request_id=request_id)
         return {"recovery_codes": recovery}
 
-    def totp_remove(self, user: User, code: str, request_id: str | None = None,
-                    client_address: str | None = None) -> None:
+    def totp_remove(self, user: User, code: str, client_address: str | None = None) -> None:
         """Turn TOTP off, proved by a TOTP or recovery code (a stolen access token alone
         cannot remove the second factor). Each code is a guess counted like a login's
         (:mod:`locky.login_limits`): wrong ones are failed logins in the trail, and
@@ -147,14 +140,14 @@ class Lifecycle:
         if state is None or not state.confirmed:
             raise StateConflict("TOTP is not enabled.")
         accounts = self.accounts
-        attempt = accounts._count_attempt(user.email, client_address, request_id)
+        attempt = accounts._count_attempt(user.email, client_address)
         if not accounts.second_factor(user, code):
-            accounts._failed(user, "wrong code removing TOTP", request_id)
+            accounts._failed(user, "wrong code removing TOTP")
             raise Invalid.one("code", "Invalid code.")
         accounts.limits.succeeded(attempt)
-        self.remove_second_factors(user, actor_uuid=user.uuid, request_id=request_id)
+        self.remove_second_factors(user, actor_uuid=user.uuid)
 
-    def remove_second_factors(self, user: User, *, actor_uuid: str, request_id: str | None = None) -> bool:
+    def remove_second_factors(self, user: User, *, actor_uuid: str) -> bool:
         """Turn ``user``'s second factors off, with the ``mfa.disabled`` event whose actor
         is ``actor_uuid`` (the user, or the admin who removed them). Whether one was on."""
         by_admin = actor_uuid != user.uuid
@@ -163,8 +156,5 @@ class Lifecycle:
             if removed is not None:
                 details = {"method": "totp", **({"by": "admin"} if by_admin else {})}
                 self.context.audit.record(audit.MFA_DISABLED, target_type="user", target_uuid=user.uuid,
-                                          details=details)
-        if removed is not None:
-            self.context.emit(events.MFA_DISABLED, kind="users", record=removed, actor_uuid=actor_uuid,
-                              request_id=request_id)
+                                          details=details, record=removed)
         return removed is not None

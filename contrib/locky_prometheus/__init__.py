@@ -10,8 +10,9 @@ Metrics (every label has a bounded set of values, so no caller can grow them):
 - ``locky_http_requests_total{method, route, status}`` and
   ``locky_http_request_duration_seconds{method, route}`` (a histogram), per route
   template (``/v1/internal/users/{id:id}``; ``(unmatched)`` for paths with no route);
-- ``locky_login_failures_total{reason}``: ``credentials`` (unknown email or wrong
-  password) or ``locked`` (too many failures);
+- ``locky_login_failures_total{reason}``: ``credentials`` (each ``login.failed`` event:
+  an unknown email, a wrong password or code) or ``locked`` (each ``login.locked``: too
+  many failures);
 - ``locky_decisions_total{resource, action, decision}``: every policy decision, with
   ``decision`` ``allowed`` or ``denied``. Resources and actions other than Locky's own
   (free strings that clients may ask ``/v1/internal/authz/check`` about) count as ``other``.
@@ -131,9 +132,8 @@ def locky_middleware(context):
 
 @hookimpl
 def locky_event(event, context):
-    if event.name == "login.failed":
-        reason = "locked" if event.details.get("reason") == "locked" else "credentials"
-        _metrics(context).login_failures.labels(reason).inc()
+    if event.name in ("login.failed", "login.locked"):
+        _metrics(context).login_failures.labels("locked" if event.name == "login.locked" else "credentials").inc()
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""An event subscriber: every Locky event as one JSON line in an audit file.
+"""An event subscriber: every event of Locky's audit trail as one JSON line in a file.
 
 Load it by module name (``LOCKY_PLUGINS=locky_audit_log`` with this folder on
 ``PYTHONPATH``) and name the file in the TOML settings::
@@ -7,9 +7,12 @@ Load it by module name (``LOCKY_PLUGINS=locky_audit_log`` with this folder on
     path = "/var/log/locky/audit.jsonl"
 
 or with ``LOCKY_AUDIT_LOG=/var/log/locky/audit.jsonl``. Each line holds the event's
-``name``, ``at`` (RFC 3339 UTC), ``kind``, ``actor_uuid``, ``request_id``, ``details`` and
-the ``record`` after the change. Password hashes are never written (the ``User`` record
-carries one; it is dropped here), and events never carry passwords or tokens.
+name (``event``), ``uuid``, ``created_at`` (RFC 3339 UTC), ``actor_uuid``, ``target_type``,
+``target_uuid``, ``ip``, ``request_id`` and ``details``, as ``GET /v1/internal/audit``
+shows them, and the ``record`` after the change. Events come from requests and from the
+operator's commands (``locky grant-admin``) alike. Password hashes are never written
+(the ``User`` record's is empty, and dropped here), and events never carry passwords or
+tokens.
 
 Lines are appended with ``O_APPEND`` and one ``write`` each, so several worker processes
 can share the file without interleaving lines.
@@ -75,9 +78,12 @@ def entry(event) -> dict[str, Any]:
     record = _clean(dataclasses.asdict(event.record)) if dataclasses.is_dataclass(event.record) else event.record
     return {
         "event": event.name,
-        "at": event.at,
-        "kind": event.kind,
+        "uuid": event.uuid,
+        "created_at": event.created_at,
         "actor_uuid": event.actor_uuid,
+        "target_type": event.target_type,
+        "target_uuid": event.target_uuid,
+        "ip": event.client_address,
         "request_id": event.request_id,
         "record": record,
         "details": _clean(event.details),

@@ -156,7 +156,8 @@ def _admin(grant: bool):
                 changed = storage.grants.grant(user.uuid, "admin") if grant else storage.grants.revoke(user.uuid, "admin")
                 if changed:
                     app.context.audit.record(audit.ADMIN_GRANTED if grant else audit.ADMIN_REVOKED, target_type="user",
-                                             target_uuid=user.uuid, details={"email": user.email, "via": "command line"})
+                                             target_uuid=user.uuid, details={"email": user.email, "via": "command line"},
+                                             record=user)
             if not grant and _admin_by_setting(settings, user):
                 if changed:
                     print(f"{user.email}: the admin grant stored in the database is taken back")
@@ -254,8 +255,7 @@ def _keys(settings, args) -> int:
         if args.keys_command == "rotate":
             from locky.resources.tokens import rotate_key
 
-            record = rotate_key(app.context, keys)
-            app.context.emit("key.rotated", kind="keys", details={"kid": record.kid, "alg": record.alg})
+            record = rotate_key(app.context, keys)  # recorded and announced as key.rotated
             print(f"locky: {record.kid} ({record.alg}) is the new signing key; tokens signed before stay"
                   " valid until they expire")
             return 0

@@ -52,7 +52,7 @@ class AuditTrail:
 
     def on_get(self, req, resp):
         self.context.require(req.context.identity, "audit", "read")
-        query = load_query(AuditQuerySchema(), req)
+        query = load_query(AuditQuerySchema(names=self.context.audit.names), req)
         pattern = query.pop("event", None)
         if pattern == "*":
             pattern = None
@@ -92,7 +92,7 @@ class WebhookWrites(WebhookResource):
 
     def on_post(self, req, resp):
         self.context.require(req.context.identity, "webhooks", "create")
-        data = body(self.context, req, WebhookRequestSchema())
+        data = body(self.context, req, WebhookRequestSchema(names=self.context.audit.names))
         try:
             url = check(data["url"], allow_private=self.context.settings.webhook_allow_private)
         except TargetRefused as exc:

@@ -54,7 +54,7 @@ class GroupWrites:
         group = audited(self.context, audit.GROUP_CREATED, "group",
                         lambda: self.store.create(**data, owner_uuid=req.context.identity.user.uuid),
                         lambda g: {"name": g.name, "owner_uuid": req.context.identity.user.uuid})
-        created(self.context, req, resp, "groups", GROUP, group)
+        created(resp, "groups", GROUP, group)
 
     def on_put_item(self, req, resp, id: int):
         group = live(self.store, id)
@@ -62,14 +62,14 @@ class GroupWrites:
         data = body(self.context, req, GroupUpdateSchema())
         record = audited(self.context, audit.GROUP_UPDATED, "group", lambda: self.store.update(id, **data),
                          lambda g: {"name": g.name, "changed": sorted(data)})
-        updated(self.context, req, resp, "groups", GROUP, record)
+        updated(resp, GROUP, record)
 
     def on_delete_item(self, req, resp, id: int):
         group = live(self.store, id)
         self.context.require(req.context.identity, "groups", "delete", group_uuid=group.uuid)
-        record = audited(self.context, audit.GROUP_DELETED, "group", lambda: self.store.delete(id),
-                         lambda g: {"name": g.name})
-        deleted(self.context, req, resp, "groups", record)
+        audited(self.context, audit.GROUP_DELETED, "group", lambda: self.store.delete(id),
+                lambda g: {"name": g.name})
+        deleted(resp)
 
 
 def carried(context, role: str):
@@ -135,7 +135,7 @@ class MemberWrites:
 
         record = audited(self.context, audit.MEMBER_ADDED, "member",
                          lambda: self.store.create(**data, authorize=authorize), membership)
-        created(self.context, req, resp, "members", MEMBER, record)
+        created(resp, "members", MEMBER, record)
 
     def on_delete_item(self, req, resp, id: int):
         member = live(self.store, id)
@@ -144,8 +144,8 @@ class MemberWrites:
         self.context.require(identity, "members", "delete", group_uuid=member.group_uuid, own=own)
         if not own:  # leaving a group needs no right to hand out one's own role
             self.context.require(identity, "members", assign(member.role), group_uuid=member.group_uuid)
-        record = audited(self.context, audit.MEMBER_REMOVED, "member", lambda: self.store.delete(id), membership)
-        deleted(self.context, req, resp, "members", record)
+        audited(self.context, audit.MEMBER_REMOVED, "member", lambda: self.store.delete(id), membership)
+        deleted(resp)
 
 
 class RoleWrites:
@@ -165,7 +165,7 @@ class RoleWrites:
         self.context.require(req.context.identity, "roles", "create")
         data = self._permissions(body(self.context, req, RoleRequestSchema()))
         record = audited(self.context, audit.ROLE_CREATED, "role", lambda: self.store.create(**data), role_details)
-        created(self.context, req, resp, "roles", ROLE, record)
+        created(resp, "roles", ROLE, record)
 
     def on_put_item(self, req, resp, id: int):
         live(self.store, id)
@@ -173,13 +173,13 @@ class RoleWrites:
         data = self._permissions(body(self.context, req, RoleUpdateSchema()))
         record = audited(self.context, audit.ROLE_UPDATED, "role", lambda: self.store.update(id, **data),
                          lambda r: {**role_details(r), "changed": sorted(data)})
-        updated(self.context, req, resp, "roles", ROLE, record)
+        updated(resp, ROLE, record)
 
     def on_delete_item(self, req, resp, id: int):
         live(self.store, id)
         self.context.require(req.context.identity, "roles", "delete")
-        record = audited(self.context, audit.ROLE_DELETED, "role", lambda: self.store.delete(id), role_details)
-        deleted(self.context, req, resp, "roles", record)
+        audited(self.context, audit.ROLE_DELETED, "role", lambda: self.store.delete(id), role_details)
+        deleted(resp)
 
 
 def routes(context) -> list[Route]:

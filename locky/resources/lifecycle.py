@@ -42,7 +42,7 @@ class Verify:
 
     def on_post(self, req, resp):
         data = body(self.context, req, VerifyRequestSchema())
-        self.lifecycle.verify(data["token"], req.context.request_id)
+        self.lifecycle.verify(data["token"])
         resp.status = falcon.HTTP_204
 
 
@@ -67,7 +67,7 @@ class Reset:
 
     def on_post(self, req, resp):
         data = body(self.context, req, ResetRequestSchema())
-        self.lifecycle.reset(data["token"], data["password"], req.context.request_id)
+        self.lifecycle.reset(data["token"], data["password"])
         resp.status = falcon.HTTP_204
 
 
@@ -77,7 +77,7 @@ class MfaLogin:
 
     def on_post(self, req, resp):
         data = body(self.context, req, MfaLoginRequestSchema())
-        resp.media = TOKEN.dump(self.accounts.login_mfa(data["mfa_token"], data["code"], req.context.request_id,
+        resp.media = TOKEN.dump(self.accounts.login_mfa(data["mfa_token"], data["code"],
                                                         client_address=req.context.client_address))
 
 
@@ -102,13 +102,12 @@ class Totp:
     def on_post_confirm(self, req, resp):
         user = self._caller(req)
         data = body(self.context, req, TotpCodeRequestSchema())
-        resp.media = self.lifecycle.totp_confirm(user, data["code"], req.context.request_id)
+        resp.media = self.lifecycle.totp_confirm(user, data["code"])
 
     def on_delete(self, req, resp):
         user = self._caller(req)
         data = body(self.context, req, TotpCodeRequestSchema())
-        self.lifecycle.totp_remove(user, data["code"], req.context.request_id,
-                                   client_address=req.context.client_address)
+        self.lifecycle.totp_remove(user, data["code"], client_address=req.context.client_address)
         resp.status = falcon.HTTP_204
 
 
@@ -124,8 +123,8 @@ class Reauth:
         self.context.require(identity, "users", "update", own=True)
         data = body(self.context, req, ReauthRequestSchema())
         user = self.context.storage.users.get_by_uuid(identity.user.uuid) or identity.user  # its stored hash
-        self.accounts.confirm_password(user, data["password"], req.context.request_id,
-                                       client_address=req.context.client_address, field="password")
+        self.accounts.confirm_password(user, data["password"], client_address=req.context.client_address,
+                                       field="password")
         reauth.record(self.context, identity)
         resp.status = falcon.HTTP_204
 
@@ -142,8 +141,7 @@ class SecondFactors:
         user = live(self.context.storage.users, id)
         identity = req.context.identity
         self.context.require(identity, "users", "reset_mfa")
-        if not self.lifecycle.remove_second_factors(user, actor_uuid=identity.user.uuid,
-                                                    request_id=req.context.request_id):
+        if not self.lifecycle.remove_second_factors(user, actor_uuid=identity.user.uuid):
             raise StateConflict("The user has no second factor.")
         resp.status = falcon.HTTP_204
 

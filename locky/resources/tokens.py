@@ -10,7 +10,7 @@ from typing import Any
 
 import jwt
 
-from locky import audit, events
+from locky import audit
 from locky.accounts import revoke_session
 from locky.errors import Conflict, LockyError, StateConflict
 from locky.media import load, read_json_or_form
@@ -116,15 +116,12 @@ class KeyRotation:
         self.context = context
 
     def on_post(self, req, resp):
-        identity = req.context.identity
-        self.context.require(identity, "keys", "rotate")
+        self.context.require(req.context.identity, "keys", "rotate")
         keys = signing_keys(self.context)
         if keys is None:
             raise StateConflict(f"{self.context.settings.jwt_algorithm} tokens are signed with LOCKY_JWT_SECRET:"
                                 " there is no key to rotate.")
         record = rotate_key(self.context, keys)
-        self.context.emit(events.KEY_ROTATED, kind="keys", actor_uuid=identity.user.uuid,
-                          details={"kid": record.kid, "alg": record.alg}, request_id=req.context.request_id)
         resp.media = json.loads(record.public_jwk)
 
 
@@ -187,10 +184,8 @@ class Revocation:
     def on_post(self, req, resp):
         data = load(TokenRequestSchema(), read_json_or_form(req, self.context.settings.max_body_bytes))
         claims = self.inspector.live_claims(data["token"])
-        if claims is not None and revoke_session(self.context, claims["sid"], "revocation endpoint", claims["sub"]):
-            self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=claims["sub"],
-                              details={"session_uuid": claims["sid"], "reason": "revocation endpoint"},
-                              request_id=req.context.request_id)
+        if claims is not None:
+            revoke_session(self.context, claims["sid"], "revocation endpoint", claims["sub"])
         resp.media = {}
 
 

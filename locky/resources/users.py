@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from locky import audit, events, letters, password_rules
+from locky import audit, letters, password_rules
 from locky.accounts import Accounts
 from locky.errors import Invalid, NotFound, StateConflict
 from locky.media import load, read_json
@@ -32,8 +32,7 @@ class Registration:
 
     def on_post(self, req, resp):
         data = body(self.context, req, UserRequestSchema())
-        user = self.accounts.register(**data, request_id=req.context.request_id,
-                                      client_address=req.context.client_address)
+        user = self.accounts.register(**data, client_address=req.context.client_address)
         resp.status = falcon.HTTP_201
         resp.location = location("users", user.id)
         resp.media = USER.dump(user)
@@ -45,8 +44,7 @@ class Login:
 
     def on_post(self, req, resp):
         data = load(LoginRequestSchema(), read_json(req, self.context.settings.max_body_bytes))
-        result = self.accounts.login(data["email"], data["password"], req.context.request_id,
-                                     client_address=req.context.client_address)
+        result = self.accounts.login(data["email"], data["password"], client_address=req.context.client_address)
         # A second factor is due: the challenge, not tokens (CONTRACT §11).
         resp.media = result if result.get("mfa_required") else TOKEN.dump(result)
 
@@ -57,7 +55,7 @@ class Refresh:
 
     def on_post(self, req, resp):
         data = body(self.context, req, RefreshRequestSchema())
-        resp.media = TOKEN.dump(self.accounts.refresh(data["refresh_token"], req.context.request_id))
+        resp.media = TOKEN.dump(self.accounts.refresh(data["refresh_token"]))
 
 
 class Logout:
@@ -67,7 +65,7 @@ class Logout:
     def on_post(self, req, resp):
         identity = req.context.identity
         self.context.require(identity, "sessions", "delete", own=True)
-        self.accounts.logout(identity, req.context.request_id)
+        self.accounts.logout(identity)
         resp.status = falcon.HTTP_204
 
 
@@ -118,8 +116,7 @@ class UserWrites:
             if own and changes["disabled"]:
                 raise Invalid.one("disabled", "You cannot disable your own account.")
         if own and (password is not None or new_email):
-            self.accounts.confirm_password(user, current_password, req.context.request_id,
-                                           client_address=req.context.client_address)
+            self.accounts.confirm_password(user, current_password, client_address=req.context.client_address)
         if password is not None:
             password_rules.check(password, email=changes.get("email", user.email), name=changes.get("name", user.name))
             changes["password_hash"] = self.context.password_hasher.hash(password)
@@ -145,12 +142,7 @@ class UserWrites:
             self._record(user, record, changes, password is not None, revoked)
         if new_email:
             self.context.mail_sender.wake()
-        if revoked:
-            self.context.emit(events.TOKEN_REVOKED, kind="sessions", actor_uuid=identity.user.uuid,
-                              details={"user_uuid": user.uuid, "sessions": revoked,
-                                       "reason": "account disabled" if disabling else "credentials changed"},
-                              request_id=req.context.request_id)
-        updated(self.context, req, resp, "users", USER, record)
+        updated(resp, USER, record)
 
     def _record(self, before, after, changes: dict, password_changed: bool, sessions_ended: int) -> None:
         """The events of one update: ``user.updated`` naming the fields that changed,
@@ -165,18 +157,18 @@ class UserWrites:
             details.update(email=after.email, previous_email=before.email)
         if sessions_ended:
             details["sessions_ended"] = sessions_ended
-        record(audit.USER_UPDATED, target_type="user", target_uuid=after.uuid, details=details)
+        record(audit.USER_UPDATED, target_type="user", target_uuid=after.uuid, details=details, record=after)
         if password_changed:
-            record(audit.PASSWORD_CHANGED, target_type="user", target_uuid=after.uuid)
+            record(audit.PASSWORD_CHANGED, target_type="user", target_uuid=after.uuid, record=after)
         if after.disabled != before.disabled:
             record(audit.USER_DISABLED if after.disabled else audit.USER_ENABLED, target_type="user",
-                   target_uuid=after.uuid, details={"email": after.email})
+                   target_uuid=after.uuid, details={"email": after.email}, record=after)
 
     def on_delete(self, req, resp, id: int):
         self._target(req, id, "delete")
-        record = audited(self.context, audit.USER_DELETED, "user", lambda: self.store.delete(id),
-                         lambda u: {"email": u.email, "name": u.name})
-        deleted(self.context, req, resp, "users", record)
+        audited(self.context, audit.USER_DELETED, "user", lambda: self.store.delete(id),
+                lambda u: {"email": u.email, "name": u.name})
+        deleted(resp)
 
 
 def routes(context) -> list[Route]:

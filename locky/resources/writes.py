@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import falcon
 
-from locky import events
 from locky.errors import NotFound
 from locky.media import load, read_json
 
@@ -28,40 +27,26 @@ def live(store, id: int):
 
 def audited(context, event: str, target_type: str, write, details=None):
     """Run ``write()`` (a store call returning a record) and record ``event`` about the
-    record it returns, in one transaction (CONTRACT §12: no change without its event).
+    record it returns, in one transaction (CONTRACT §12: no change without its event);
+    plugins hear of it, with the record, once that transaction committed (§18).
     ``details`` is a dict, or a function of the record giving one."""
     with context.storage.atomic():
         record = write()
         context.audit.record(event, target_type=target_type, target_uuid=record.uuid,
-                             details=details(record) if callable(details) else details)
+                             details=details(record) if callable(details) else details, record=record)
     return record
 
 
-def announce(context, req, name: str, kind: str, record) -> None:
-    """Emit a record event on behalf of the caller."""
-    identity = req.context.identity
-    context.emit(
-        name,
-        kind=kind,
-        record=record,
-        actor_uuid=identity.user.uuid if identity else None,
-        request_id=req.context.request_id,
-    )
-
-
-def created(context, req, resp, kind: str, schema, record) -> None:
-    """201 with the record and its ``Location``; announces ``record.created``."""
-    announce(context, req, events.RECORD_CREATED, kind, record)
+def created(resp, kind: str, schema, record) -> None:
+    """201 with the record and its ``Location``."""
     resp.status = falcon.HTTP_201
     resp.location = location(kind, record.id)
     resp.media = schema.dump(record)
 
 
-def updated(context, req, resp, kind: str, schema, record) -> None:
-    announce(context, req, events.RECORD_UPDATED, kind, record)
+def updated(resp, schema, record) -> None:
     resp.media = schema.dump(record)
 
 
-def deleted(context, req, resp, kind: str, record) -> None:
-    announce(context, req, events.RECORD_DELETED, kind, record)
+def deleted(resp) -> None:
     resp.status = falcon.HTTP_204
