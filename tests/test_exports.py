@@ -13,6 +13,9 @@ import ast
 import dataclasses
 import importlib
 import inspect
+import re
+import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -21,6 +24,8 @@ import locky
 from locky import providers, records
 
 INIT = Path(locky.__file__)
+ROOT = INIT.parents[1]
+VALUE_RULES = ("MAX_ID", "ROLE_NAME", "UUID4", "utcnow")
 
 
 def protocols() -> list[type]:
@@ -98,3 +103,27 @@ def test_every_record_is_a_frozen_dataclass(cls):
 def test_every_record_has_a_docstring_of_its_own(cls):
     # A dataclass without one gets its signature as ``__doc__``.
     assert cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}("), f"{cls.__name__} has no docstring"
+
+
+@pytest.mark.parametrize("name", VALUE_RULES)
+def test_a_rule_of_record_values_is_exported_and_written_once(name):
+    assert locky._EXPORTS[name] == "locky.records"
+    # A plugin imports it from ``locky``; the core from ``locky.records``: no copies.
+    defined = re.compile(rf"^\s*(def {name}\(|{name} = )", re.M)
+    copies = [str(path.relative_to(ROOT)) for folder in ("locky", "plugins", "contrib", "examples")
+              for path in sorted((ROOT / folder).rglob("*.py")) if defined.search(path.read_text())]
+    assert copies == ["locky/records.py"], copies
+
+
+def test_the_rules_of_record_values():
+    assert locky.MAX_ID == 2**63 - 1
+    made = str(uuid.uuid4())
+    assert locky.UUID4.fullmatch(made)
+    for other in (made.upper(), str(uuid.uuid1()), made + "\n", made.replace("-", ""), f"{{{made}}}"):
+        assert not locky.UUID4.fullmatch(other), other
+    assert locky.ROLE_NAME.fullmatch("auditor") and locky.ROLE_NAME.fullmatch("a" * 64)
+    for name in ("Auditor", "1st", "a" * 65, "admin\n", ""):
+        assert not locky.ROLE_NAME.fullmatch(name), name
+    now = locky.utcnow()
+    assert now.tzinfo is None  # naive UTC, as records hold times
+    assert abs(now - datetime.now(timezone.utc).replace(tzinfo=None)).total_seconds() < 5

@@ -34,7 +34,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any, Iterator
@@ -46,6 +46,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 import locky_jwt.keys as keys_module
+from locky import utcnow
 from locky.sealing import SealError, Sealer
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient
 from locky.testing.databases import run_sql
@@ -220,10 +221,6 @@ def utc_text(moment: datetime) -> str:
 def retire_at(database_url: str, kid: str, moment: datetime) -> None:
     """Move time forward for one key: it was retired at ``moment``."""
     run_sql(database_url, "UPDATE locky_signing_keys SET retired_at = %s WHERE kid = %s", utc_text(moment), kid)
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def thumbprint(jwk: dict[str, Any]) -> str:

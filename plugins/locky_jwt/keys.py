@@ -25,13 +25,14 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
+from locky import utcnow
 from locky.records import SigningKey
 from locky.registry import ProviderError
 from locky.sealing import Sealer, SealError
@@ -47,10 +48,6 @@ RELOAD_INTERVAL = 0.1
 #: The JWK members RFC 7638 hashes for each key type.
 THUMBPRINT_MEMBERS = {"EC": ("crv", "kty", "x", "y"), "OKP": ("crv", "kty", "x"), "RSA": ("e", "kty", "n")}
 JWK_OF = {"ES256": ECAlgorithm, "EdDSA": OKPAlgorithm, "RS256": RSAAlgorithm}
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _generate(alg: str):

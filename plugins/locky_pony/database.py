@@ -20,6 +20,7 @@ from locky.settings import Settings, SettingsError
 from . import pool
 from .deadline import WATCHDOG
 from .entities import define_entities
+from .guard import first_line
 
 
 def bind_arguments(settings: Settings, url: str | None = None, name: str = "LOCKY_DATABASE_URL") -> dict:
@@ -133,7 +134,7 @@ def open_database(settings: Settings):
             f"the {arguments['provider']} driver is not installed: pip install 'locky[{extra}]' ({exc})"
         ) from None
     except Exception as exc:  # the driver's own connection errors
-        raise SettingsError(f"cannot connect to the database: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise SettingsError(f"cannot connect to the database: {type(exc).__name__}: {first_line(exc, None)}") from None
     # Pony connects once more after a broken connection; not within a call the watchdog
     # cut for taking too long (that would double it).
     should_reconnect = db.provider.should_reconnect
@@ -181,7 +182,3 @@ def _use_bigserial(provider) -> None:
         column_class = BigSerialColumn
 
     provider.dbschema_cls = BigSerialSchema
-
-
-def _first_line(exc: Exception) -> str:
-    return (str(exc).strip().splitlines() or [""])[0]

@@ -263,11 +263,11 @@ def unavailable(where: str, exc: BaseException, kind: str, *, database=None) -> 
     root = root_cause(exc)
     if kind in REFUSAL_DESCRIPTIONS:
         log.error("storage refuses writes in %s: %s (%s: %s)", where, _REFUSAL_LOG[kind], type(root).__name__,
-                  _first_line(root))
+                  first_line(root))
         if database is not None:
             _refusal_of(database).failed(kind)
         return WritesRefused(REFUSAL_DESCRIPTIONS[kind])
-    log.warning("storage unavailable in %s (%s): %s: %s", where, kind, type(root).__name__, _first_line(root))
+    log.warning("storage unavailable in %s (%s): %s: %s", where, kind, type(root).__name__, first_line(root))
     return Unavailable()
 
 
@@ -353,5 +353,7 @@ def integrity_errors(conflict: Conflict):
         raise
 
 
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:200]
+def first_line(exc: BaseException, limit: int | None = 200) -> str:
+    """The first line of ``exc``'s message, at most ``limit`` characters: what a log line
+    or an operator's message quotes of a driver's error."""
+    return (str(exc).strip().splitlines() or [""])[0][:limit]

@@ -12,10 +12,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Iterable
 
+from locky import utcnow
 from locky.records import Code, Letter, SigningKey, TotpState, User
 
 from .guard import transaction
-from .stores import move_cache_revision, user_record, utcnow
+from .stores import move_cache_revision, user_record
 
 #: Codes that expired this long ago are deleted by later ``add`` calls, a batch at a time.
 CODE_RETENTION = timedelta(days=1)

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from pony.orm import Json
 
+from locky import MAX_ID
 from locky.records import Authenticated, Page, Permission, Session, User
 
 from .reader import Reader, Statement
@@ -31,10 +32,6 @@ from .reader import Reader, Statement
 #: The ``locky_meta`` key of the number every change to a user's record moves (schema
 #: step 7; :func:`.stores.move_cache_revision`), read with every authentication.
 CACHE_REVISION = "cache_revision"
-
-#: The largest id a record can have (64-bit ids on every engine).
-MAX_ID = 2**63 - 1
-
 
 def is_id(value: Any) -> bool:
     """Whether ``value`` can name a row: an ``int`` (not a ``bool``) from 1 to MAX_ID."""

@@ -25,14 +25,16 @@ configured (drivers, pragmas, 64-bit ids); the runner is the hundred lines below
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import datetime
 
 from pony.orm import commit, db_session
 
+from locky import utcnow
 from locky.errors import SchemaError
 from locky.providers import Migration, SchemaState
 
 from .entities import MYSQL_COLLATIONS
+from .guard import first_line
 from .migrations import LATEST, steps
 
 log = logging.getLogger("locky.storage")
@@ -80,7 +82,7 @@ def migrate(db, *, dry_run: bool = False) -> list[Migration]:
                     break
                 step = pending[0]
                 _apply(db, step, current)
-                applied[step.version] = _now()
+                applied[step.version] = utcnow()
                 _record_history(db, step.version, applied)
                 commit()
                 log.debug("schema step %s applied: %s", step.version, step.description)
@@ -103,7 +105,7 @@ def _apply(db, step: Migration, current: int) -> None:
                    " behind before running `locky migrate` again." if db.provider.dialect == "MySQL" else "")
         raise SchemaError(
             f"schema step {step.version} ({step.description}) failed: {type(exc).__name__}:"
-            f" {_first_line(exc)}; the database stays at version {current}.{partial}"
+            f" {first_line(exc, 300)}; the database stays at version {current}.{partial}"
         ) from None
 
 
@@ -168,7 +170,7 @@ def _check_tables(db) -> None:
     try:
         db.schema.check_tables(provider, _connection(db))
     except Exception as exc:
-        raise SchemaError(f"the database tables do not match this Locky: {_first_line(exc)}") from None
+        raise SchemaError(f"the database tables do not match this Locky: {first_line(exc, 300)}") from None
     if provider.dialect == "MySQL":
         _check_mysql_collations(db)
 
@@ -206,11 +208,3 @@ def _mysql_collation(db) -> str:
         f"SELECT collation_name FROM information_schema.collations WHERE collation_name IN ({names})"
     ))
     return next(name for name in MYSQL_COLLATIONS if name in found or name == MYSQL_COLLATIONS[-1])
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:300]

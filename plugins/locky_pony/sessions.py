@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import time
 
+from locky import utcnow
 from locky.records import Authenticated, Session, User
 
 from .guard import transaction
 from .reader import Reader
 from .reads import AuthenticationRead
-from .stores import utcnow
+from .stores import move_policy_revision
 
 
 def session_record(row) -> Session:
@@ -198,15 +199,12 @@ class GrantStore:
     def __init__(self, entities):
         self.e = entities
 
-    def _bump(self) -> None:
-        self.e.Meta.get_for_update(key="policy_revision").number += 1
-
     @transaction(retry_conflicts=True)  # a concurrent grant: the retry sees it
     def grant(self, user_uuid: str, role: str) -> bool:
         if self.e.Grant.get(user_uuid=user_uuid, role=role) is not None:
             return False
         self.e.Grant(user_uuid=user_uuid, role=role)
-        self._bump()
+        move_policy_revision(self.e)
         return True
 
     @transaction
@@ -215,7 +213,7 @@ class GrantStore:
         if row is None:
             return False
         row.delete()
-        self._bump()
+        move_policy_revision(self.e)
         return True
 
     @transaction

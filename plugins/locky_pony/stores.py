@@ -29,9 +29,10 @@ deleted group, user or role, or a group whose last owner left.
 from __future__ import annotations
 
 import uuid as uuidlib
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable, Iterable
 
+from locky import utcnow
 from locky.errors import Conflict, Invalid, NotFound
 from locky.records import Group, Member, Page, Permission, Role, User
 
@@ -43,10 +44,6 @@ from .reads import CACHE_REVISION, RecordReads, column, is_id
 OWNER = "owner"
 #: Fields of every record that only storage writes: ``update`` refuses them.
 STORAGE_OWNED = frozenset({"id", "uuid", "created_at", "updated_at", "deleted_at", "del_token"})
-
-
-def utcnow() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def new_uuid() -> str:
@@ -90,6 +87,12 @@ def soft_delete(row, now: datetime) -> None:
     row.deleted_at = now
     row.updated_at = now
     row.del_token = row.id
+
+
+def move_policy_revision(entities) -> None:
+    """A role or a global grant changes in this transaction: move the policy revision
+    with it, so that the authorizer reloads (``Storage.revision``)."""
+    entities.Meta.get_for_update(key="policy_revision").number += 1
 
 
 def move_cache_revision(entities) -> None:
@@ -393,10 +396,6 @@ class RoleStore(Collection):
         unique = dict.fromkeys((p.resource, p.action) for p in permissions)
         return [{"resource": r, "action": a} for r, a in unique]
 
-    def _bump(self) -> None:
-        row = self.entities.Meta.get_for_update(key="policy_revision")
-        row.number += 1
-
     @transaction
     def create(self, *, name: str, description: str, permissions: Iterable[Permission]) -> Role:
         now = utcnow()
@@ -406,7 +405,7 @@ class RoleStore(Collection):
                 description=description, permissions=self._permissions(permissions),
             )
             row.flush()
-        self._bump()
+        move_policy_revision(self.entities)
         return role_record(row)
 
     @transaction
@@ -419,7 +418,7 @@ class RoleStore(Collection):
         if changes.get("permissions") is not None:
             changes["permissions"] = self._permissions(changes["permissions"])
         row = self._update(id, changes, "name", "Already exists.")
-        self._bump()
+        move_policy_revision(self.entities)
         return role_record(row)
 
     def _held(self, name: str) -> bool:
@@ -438,7 +437,7 @@ class RoleStore(Collection):
             raise Invalid.one("name", "The role is held by live memberships or grants.")
 
     def _after_delete(self, row) -> None:
-        self._bump()
+        move_policy_revision(self.entities)
 
     # Worker processes starting together on a new database all insert the built-in
     # roles: the loser of that race runs again, finds the winner's rows, and is done.

@@ -41,7 +41,9 @@ import uuid as uuidlib
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
-from locky import Conflict, Group, Invalid, Member, Migration, NotFound, Page, Permission, Role, SchemaState, Session, User
+from locky import (
+    Conflict, Group, Invalid, Member, Migration, NotFound, Page, Permission, Role, SchemaState, Session, User, utcnow,
+)
 from locky.records import (
     FAILED, PENDING, SUCCEEDED, AuditEvent, Authenticated, Code, Delivery, Letter, SigningKey, TotpState, Webhook,
 )
@@ -49,16 +51,13 @@ from locky.webhook_patterns import selects
 
 
 def now() -> datetime:
+    """Now as an aware UTC datetime: how this storage stamps the records it makes
+    (times Locky passes in are naive UTC, :func:`locky.utcnow`)."""
     return datetime.now(timezone.utc)
 
 
 def new_uuid() -> str:
     return str(uuidlib.uuid4())
-
-
-def naive_now() -> datetime:
-    """Now as a naive UTC datetime (what Locky passes, and how ``retired_at`` is kept)."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def aware(moment: datetime) -> datetime:
@@ -826,7 +825,7 @@ class KeyStore:
             if new.retired_at is not None:
                 new = dataclasses.replace(new, retired_at=None)  # it is the active key now
             if current is not None:
-                retired = dataclasses.replace(current, retired_at=naive_now())
+                retired = dataclasses.replace(current, retired_at=utcnow())  # naive UTC, as Locky passes times
                 self.rows = [retired if key is current else key for key in self.rows]
             self.rows.append(new)
             return new
