@@ -4,10 +4,13 @@ A webhook URL is ``https://`` or ``http://`` with a host; its host must not be, 
 resolve to, a private, loopback, link-local or otherwise non-public address (the service
 must not become a way to reach its own network: cloud metadata at 169.254.169.254, an
 admin port on localhost), unless the operator sets ``LOCKY_WEBHOOK_ALLOW_PRIVATE=true``.
-A name must resolve, and every address it resolves to must be public.
+Every address a name resolves to must be public, and a delivery goes only to a name
+that resolves.
 
 The check runs when a subscription is made and again before every delivery, as a name
-may resolve elsewhere later. A delivery resolves the name once (:func:`target`) and
+may resolve elsewhere later. A name that does not resolve when the subscription is made
+is taken (its DNS may not be there yet, or not seen from here); its deliveries are
+refused, and recorded as failed, for as long as it does not. A delivery resolves the name once (:func:`target`) and
 connects to the addresses that were checked, never to what a second lookup answers:
 a name that answers a public address to the check and 127.0.0.1 to the connection (DNS
 rebinding) reaches nothing it should not.
@@ -97,17 +100,20 @@ def _parse(url: str):
     return parts, host, port
 
 
-def _checked(host: str, addresses: list[Address]) -> None:
+def _checked(host: str, addresses: list[Address], *, resolved: bool = False) -> None:
+    """Refuse a local name or any non-public address; with ``resolved``, also a name
+    that resolved to nothing (a delivery needs somewhere to go)."""
     name = host.rstrip(".").lower()
     if name == "localhost" or name.endswith(".localhost") or any(not public(a) for a in addresses):
         raise TargetRefused(PRIVATE_REFUSED)
-    if not addresses:
+    if resolved and not addresses:
         raise TargetRefused(UNRESOLVED)
 
 
 def check(url: str, *, allow_private: bool) -> str:
     """``url`` if webhooks may be sent there, else :class:`TargetRefused` (a subscription
-    being made). With ``allow_private`` the host is not looked up."""
+    being made): a name that does not resolve yet is taken, one that resolves to any
+    refused address is not. With ``allow_private`` the host is not looked up."""
     parts, host, _ = _parse(url)
     if not allow_private:
         _checked(host, resolve(host))
@@ -120,7 +126,7 @@ def target(url: str, *, allow_private: bool) -> Target:
     parts, host, port = _parse(url)
     addresses = resolve(host)
     if not allow_private:
-        _checked(host, addresses)
+        _checked(host, addresses, resolved=True)
     elif not addresses:
         raise TargetRefused(UNRESOLVED)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

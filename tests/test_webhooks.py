@@ -332,15 +332,17 @@ def test_private_and_malformed_targets_are_refused(locky_client, locky_admin, ur
     assert listed.json["webhooks"] == []
 
 
-def test_a_public_https_url_is_accepted_and_a_name_that_does_not_resolve_is_refused(locky_client, locky_admin):
+def test_a_public_https_url_is_accepted_and_so_is_a_name_that_does_not_resolve_yet(locky_client, locky_admin):
     url = "https://example.com/hook"
     result = locky_client.simulate_post(WEBHOOKS, json={"url": url, "events": ["user.*"]},
                                         headers=locky_admin.headers)
     assert result.status_code == 201, result.text
     assert result.json["url"] == url
+    # Its DNS may not be there yet, or not seen from here: deliveries are refused while
+    # it does not resolve (tests/hardening/test_webhook_rebinding.py).
     result = locky_client.simulate_post(WEBHOOKS, json={"url": "https://hooks.invalid-locky-test.example/x",
                                                         "events": ["user.*"]}, headers=locky_admin.headers)
-    assert result.status_code == 400 and result.json == {"url": webhook_targets.UNRESOLVED}, result.text
+    assert result.status_code == 201, result.text
 
 
 @pytest.mark.parametrize("payload, key", [
