@@ -576,7 +576,7 @@ class GrantedPermissionSchema(Schema):
 
 class PermissionListSchema(Schema):
     permissions = fields.List(fields.Nested(GrantedPermissionSchema), **d("Everything the user may do there: globally (first page only) and in this page's groups."))
-    next_after_id = fields.Integer(allow_none=True, **d("Pass as after_id for the next page of groups; null on the last page."))
+    next_after_id = fields.Integer(**d("Only when more groups follow: pass it as after_id for the next page of groups."))
 
 
 class SubjectListSchema(Schema):

@@ -136,7 +136,7 @@ class AuthzPermissions:
         permissions = self.decisions.capability("permissions")
         user = self.context.storage.users.get_by_uuid(query["user_uuid"])
         if user is None:
-            resp.media = {"permissions": [], "next_after_id": None}
+            resp.media = {"permissions": []}
             return
         group_uuid, first = query.get("group_uuid"), query["after_id"] == 0
         if group_uuid:
@@ -148,7 +148,10 @@ class AuthzPermissions:
             contexts += [member.group_uuid for member in page.items]
             next_after_id = page.next_after_id
         found = permissions(user, contexts) if contexts else []
-        resp.media = {"permissions": found, "next_after_id": next_after_id}
+        # The body of CONTRACT §10, {"permissions": [...]}, whole when it fits in one
+        # page; a cursor is added only when more groups follow.
+        resp.media = {"permissions": found} if next_after_id is None else \
+            {"permissions": found, "next_after_id": next_after_id}
 
 class AuthzSubjects:
     """``GET``: the users who may do something, keyset-paged by user id."""
@@ -204,9 +207,10 @@ def routes(context) -> list[Route]:
                                   " a listed one through g2 (write: create, update, delete) is listed too."
                                   " An unknown user has none. Paged over the user's groups, like every list:"
                                   " the first page (after_id 0) holds the global permissions and those of the"
-                                  " first limit groups (1-500, default 50; by membership id); pass"
-                                  " next_after_id as after_id for the next groups, until it is null. With"
-                                  " group_uuid the answer is one page (next_after_id null)."),
+                                  " first limit groups (1-500, default 50; by membership id). When more"
+                                  " groups follow, the answer also holds next_after_id: pass it as after_id"
+                                  " for the next groups; the last page has none. With group_uuid the answer"
+                                  " is one page."),
         )),
         Route("/v1/internal/authz/subjects", AuthzSubjects(context), (
             Operation("get", "Who may do it", tag, response="SubjectList", query=SubjectsQuerySchema,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fnmatch
+
 from locky import audit
 from locky.errors import Forbidden, Invalid
+from locky.paging import every
 from locky.records import Permission
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -79,27 +82,44 @@ def carried(context, role: str):
     return found[0].permissions if found else ()
 
 
-#: The resources Locky's own routes are decided on: a permission on one of them (or on
-#: every resource, ``*``) is power over Locky's records. Any other resource is a client
-#: application's, whose roles the policy's ``members`` × ``assign:<role>`` hands out.
-LOCKY_RESOURCES = frozenset({"users", "groups", "members", "roles", "authz", "sessions", "keys", "tokens",
-                             "audit", "webhooks", "*"})
+#: What a membership's role can do in Locky: the checks Locky makes in a group's scope
+#: (a role held through a membership counts only there), besides ``members`` ×
+#: ``assign:<role>`` for each role (see :func:`require_holding`). Every other check is
+#: global, where no group role counts; any other resource is a client application's.
+GROUP_ACTIONS = (("groups", "read"), ("groups", "update"), ("groups", "delete"),
+                 ("members", "read"), ("members", "create"), ("members", "delete"))
+#: Actions that a permission's ``write`` covers (the policy's ``g2`` lines).
+WRITE = frozenset({"create", "update", "delete"})
+
+
+def covers(pattern: str, action: str) -> bool:
+    """Whether a permission's resource or action ``pattern`` (``*`` matches anything,
+    as written in the policy) covers ``action``, ``write`` its kinds included."""
+    return fnmatch.fnmatchcase(action, pattern) or (pattern == "write" and action in WRITE)
 
 
 def require_holding(context, identity, role: str, group_uuid: str) -> None:
-    """Raise :class:`Forbidden` unless the caller holds, in the group, every permission
-    over Locky's own records (:data:`LOCKY_RESOURCES`) that ``role`` carries: a role is
-    no way to hand out more power over Locky than one holds. Asked as the policy decides
-    any request there, so an admin holds them all and a wildcard is held only through a
-    wildcard (``members`` × ``*`` needs ``*``). A client application's permissions
-    (``reports`` × ``read``) stay the policy's ``assign:<role>`` to give."""
-    for permission in carried(context, role):
-        if permission.resource not in LOCKY_RESOURCES:
-            continue
-        if not context.allowed(identity, permission.resource, permission.action, group_uuid=group_uuid):
-            raise Forbidden(f"The role {role} carries {permission.resource}:{permission.action}, which you do"
-                            " not hold in this group: a role may be given only by someone who holds every"
-                            " permission it carries there.")
+    """Raise :class:`Forbidden` unless the caller holds, in the group, everything the
+    role could do there in Locky: each of :data:`GROUP_ACTIONS`, and each role's
+    ``members`` × ``assign:<role>``, that a permission of ``role`` covers. So a role is no
+    way to hand out more power over the group than one holds (``owner``, a custom role
+    with ``members`` × ``*`` or ``groups`` × ``delete``). Asked as the policy decides any
+    request there, so an admin holds them all. A client application's permissions
+    (``reports`` × ``read``) and global ones a group role cannot use stay the policy's
+    ``assign:<role>`` to give."""
+    permissions = carried(context, role)
+    if not permissions:
+        return
+    roles = [r.name for r in every(context.storage.roles)]
+    wanted = [*GROUP_ACTIONS, *(("members", assign(name)) for name in roles)]
+    for permission in permissions:
+        for resource, action in wanted:
+            if not (covers(permission.resource, resource) and covers(permission.action, action)):
+                continue
+            if not context.allowed(identity, resource, action, group_uuid=group_uuid):
+                raise Forbidden(f"The role {role} carries {permission.resource}:{permission.action}, which"
+                                f" covers {resource}:{action}, and you do not hold that in this group: a role"
+                                " may be given only by someone who holds all it could do there.")
 
 
 class MemberWrites:
@@ -204,14 +224,15 @@ def routes(context) -> list[Route]:
                       headers={"Location": "The new membership's URL."},
                       description="Needs members:assign:<role> in the group too (owners: every role;"
                                   " maintainers: maintainer, member, viewer and custom roles), and the caller"
-                                  " must hold, in that group, every permission over Locky's own records the"
-                                  " role carries (resources users, groups, members, roles, authz, sessions,"
-                                  " keys, tokens, audit, webhooks or *, as GET /v1/internal/roles lists them;"
-                                  " a wildcard only through a wildcard): a role that could do more there than"
-                                  " the caller is a 403. So a maintainer never makes an owner, nor gives a"
-                                  " custom role with members:* or groups:delete; a client application's"
-                                  " permissions (reports:read) are given as assign:<role> says; admins give"
-                                  " every role. admin and user are no membership roles (400)."),
+                                  " must hold, in that group, all the role could do there in Locky: each of"
+                                  " groups read/update/delete, members read/create/delete and"
+                                  " members:assign:<role> that a permission of the role covers (as GET"
+                                  " /v1/internal/roles lists them; * matches anything, write covers create,"
+                                  " update and delete): otherwise 403. So a maintainer never makes an owner,"
+                                  " nor gives a custom role with members:* or groups:delete; a client"
+                                  " application's permissions (reports:read) are given as assign:<role>"
+                                  " says; admins give every role. admin and user are no membership roles"
+                                  " (400)."),
         )),
         Route("/v1/private/members/{id:id}", members, (
             Operation("delete", "Remove a member (owner, maintainer, admin) or leave a group", "members",
