@@ -33,12 +33,17 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from locky import create_app
 from locky.records import Permission
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
+
+#: Random exploration, as the fuzzers are: `pytest --all` runs it; the fixed cases of the same
+#: API (test_authz_api, test_authz_check, test_authz_table) run in every plain `pytest`.
+pytestmark = pytest.mark.slow
 
 SHIPPED = Path(__file__).resolve().parents[1] / "policies"
 CHECK = "/v1/internal/authz/check"

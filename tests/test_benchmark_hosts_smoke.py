@@ -14,15 +14,19 @@ from pathlib import Path
 import pytest
 
 from locky.testing.pgbouncer import PGBOUNCER
-from locky.testing.replica_cluster import _bin_dir
+from locky.testing.replica_cluster import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.server
+@pytest.mark.backend  # a PostgreSQL primary and standby of its own, behind PgBouncer
+@pytest.mark.slow
 def test_the_hosts_benchmark_runs():
-    if PGBOUNCER is None or _bin_dir() is None:
-        pytest.skip("needs pgbouncer and the PostgreSQL server binaries (.ci/run installs them)")
+    if PGBOUNCER is None:
+        pytest.skip("needs pgbouncer (.ci/run installs it)")
+    if reason := unavailable():
+        pytest.skip(reason)
     done = subprocess.run([sys.executable, "-m", "benchmarks.hosts", "--hosts", "2", "--workers", "1",
                            "--seconds", "2", "--threads", "4", "--users", "4", "--rounds", "3"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)

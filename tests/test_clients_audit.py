@@ -342,6 +342,7 @@ def test_webhooks_json_and_paging(cli, root):
         "deleted": "webhook", "id": hooks[0]["id"]}
 
 
+@pytest.mark.slow  # waits out the delivery backoff
 def test_failed_attempt_shows_in_deliveries(cli, root):
     receiver = Receiver(script=[503])
     try:

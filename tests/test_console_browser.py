@@ -41,7 +41,7 @@ import pytest
 from locky.testing.server import free_port, locky_server
 from webhook_receiver import Receiver
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 CHROMEDRIVER = "/usr/bin/chromedriver"
 PASSWORD = "console-password-1"

@@ -9,6 +9,7 @@ import pytest
 from locky import SettingsError
 from locky.testing import PASSWORD, LockyClient
 
+pytestmark = pytest.mark.extras
 locky_argon2 = pytest.importorskip("locky_argon2", reason="pip install 'locky[argon2]'")
 Argon2Hasher = locky_argon2.Argon2Hasher
 

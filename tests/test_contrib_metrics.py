@@ -10,6 +10,7 @@ import pytest
 from locky.testing import ADMIN_EMAIL, TEST_SECRET, LockyClient
 from locky.testing.server import locky_server
 
+pytestmark = pytest.mark.extras
 pytest.importorskip("prometheus_client", reason="pip install 'locky[metrics]'")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 

@@ -30,6 +30,7 @@ from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient, make_
 from locky.testing.server import locky_server, one_service
 from locky.testing.storage_contract import StorageContract
 
+pytestmark = pytest.mark.extras
 redis = pytest.importorskip("redis", reason="pip install 'locky[redis]'")
 from locky_pony import PonyStorage  # noqa: E402
 from locky_redis import CachingStorage  # noqa: E402

@@ -46,6 +46,7 @@ def memory_storage_installed() -> None:
 # -- a storage plugin of a third party -------------------------------------------------
 
 
+@pytest.mark.extras
 class TestMemoryStorageContract(StorageContract):
     """The contract suite on the storage the installed package registers as ``memory``."""
 
@@ -59,6 +60,7 @@ class TestMemoryStorageContract(StorageContract):
         storage.close()
 
 
+@pytest.mark.extras
 class TestMemoryStorageApp:
     @pytest.fixture
     def locky_settings(self, locky_database_url):
@@ -124,6 +126,8 @@ class TestMemoryStorageApp:
         assert type(storage).__name__ == "CachingStorage" and type(storage.inner).__name__ == "PonyStorage"
 
 
+@pytest.mark.extras
+@pytest.mark.slow  # a whole pytest run of the package's own suite, in a subprocess
 def test_memory_storage_own_tests_pass_outside_the_repository(tmp_path):
     """The package's own test suite, as its author runs it, in a copy of the package."""
     memory_storage_installed()

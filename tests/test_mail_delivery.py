@@ -9,11 +9,15 @@ import email.policy
 import socket
 import time
 
+import pytest
 from aiosmtpd.controller import Controller
 from pony.orm import db_session
 
 from locky import hookimpl
 from locky.testing import PASSWORD, LockyClient, MailBox
+
+#: Each waits out an outage or a process restart; the lifecycle tests send mail every run.
+pytestmark = pytest.mark.slow
 
 
 class Collector:

@@ -112,6 +112,7 @@ def test_an_installed_way_in_named_in_plugins_is_loaded(door_installed, make_app
     assert allowed.status_code == 200 and allowed.json["email"] == ADMIN_EMAIL
 
 
+@pytest.mark.extras
 def test_other_installed_plugins_load_without_being_named(memory_installed, door_installed, make_app):
     app = make_app()
     assert storage_names(app) == ["memory", "pony"]
@@ -122,6 +123,7 @@ def test_other_installed_plugins_load_without_being_named(memory_installed, door
 # -- autoload, block, trace ---------------------------------------------------------
 
 
+@pytest.mark.extras
 def test_autoload_off_loads_no_installed_plugin_unless_named(memory_installed, door_installed, make_app, caplog):
     with caplog.at_level(logging.WARNING, logger="locky.plugins"):
         app = make_app(autoload_plugins=False)
@@ -134,6 +136,7 @@ def test_autoload_off_loads_no_installed_plugin_unless_named(memory_installed, d
     assert named.context.pm.get_plugin("door") is not None
 
 
+@pytest.mark.extras
 def test_block_plugins_keeps_an_installed_plugin_out(memory_installed, make_app):
     assert storage_names(make_app(block_plugins=("memory",))) == ["pony"]
     # Blocking wins over naming.
@@ -162,6 +165,7 @@ PLUGIN_VARIABLES = {
 }
 
 
+@pytest.mark.extras
 def test_create_app_with_settings_reads_no_plugin_variables(memory_installed, door_installed, make_app,
                                                             monkeypatch, caplog):
     for name, value in PLUGIN_VARIABLES.items():
@@ -173,6 +177,7 @@ def test_create_app_with_settings_reads_no_plugin_variables(memory_installed, do
     assert not [r for r in caplog.records if r.name == "locky.plugins" and r.levelno < logging.WARNING]
 
 
+@pytest.mark.extras
 def test_settings_load_reads_the_plugin_variables(memory_installed, door_installed, make_app, locky_database_url):
     environ = {**PLUGIN_VARIABLES, "LOCKY_DATABASE_URL": locky_database_url, "LOCKY_BCRYPT_ROUNDS": "4",
                "LOCKY_JWT_SECRET": make_settings(locky_database_url).jwt_secret}

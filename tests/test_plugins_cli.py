@@ -47,6 +47,7 @@ def test_lists_bundled_plugins_with_their_files_and_hooks(tmp_path):
     assert listed["tokens"].startswith("jwt*") and listed["authorizer"].startswith("casbin*")
 
 
+@pytest.mark.extras
 def test_lists_modules_from_locky_plugins(tmp_path):
     pytest.importorskip("argon2", reason="pip install 'locky[argon2]'")
     result = locky(tmp_path, "plugins", LOCKY_PLUGINS="locky_api_keys,locky_argon2",
@@ -58,6 +59,7 @@ def test_lists_modules_from_locky_plugins(tmp_path):
     assert listed["password_hasher"].startswith("argon2*, bcrypt")
 
 
+@pytest.mark.extras
 def test_lists_installed_distributions(tmp_path):
     try:
         version = importlib.metadata.version("locky-memory-storage")

@@ -72,6 +72,7 @@ class TestBcryptHasher(PasswordHasherContract):
         assert BcryptHasher(rounds=5).needs_rehash(hasher.hash("correct horse battery")) is True
 
 
+@pytest.mark.extras
 class TestArgon2Hasher(PasswordHasherContract):
     @pytest.fixture
     def hasher(self):

@@ -20,7 +20,7 @@ from locky.app import create_app
 from locky.testing import ADMIN_EMAIL, PASSWORD, LockyClient, make_settings
 from locky.testing.replica_cluster import replica_cluster
 
-pytestmark = pytest.mark.backend
+pytestmark = [pytest.mark.backend, pytest.mark.slow]  # a PostgreSQL primary and standby of its own
 #: Writes and checks under a paused replay take well under this; the stall test waits it out.
 MAX_LAG = 3
 ROUNDS = 5

@@ -15,7 +15,7 @@ from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 from locky.testing.replica_cluster import replica_cluster
 from locky_pony.revision_bus import RevisionBus
 
-pytestmark = pytest.mark.backend
+pytestmark = [pytest.mark.backend, pytest.mark.slow]  # a PostgreSQL primary and standby of its own
 MAX_LAG = 3
 
 

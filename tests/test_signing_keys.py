@@ -599,6 +599,7 @@ def test_another_app_refuses_a_key_retired_past_its_lifetime_without_a_jwks_requ
 
 
 @pytest.mark.server
+@pytest.mark.slow  # waits out the workers' recheck of the active key (ACTIVE_RECHECK, 30 s)
 def test_locky_keys_rotate_on_the_command_line(tmp_path, locky_database_url):
     env = server_env(locky_database_url)
     with serve(tmp_path / "server", env) as server:

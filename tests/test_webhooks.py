@@ -277,6 +277,7 @@ def test_star_gets_everything_and_patterns_select_only_their_events(hooks):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # waits out the delivery backoff
 def test_a_failed_attempt_is_retried_with_the_same_event_and_then_succeeds(hooks):
     client, admin = hooks
     with Receiver(script=[500], default=200) as receiver:
@@ -524,6 +525,7 @@ def test_a_deleted_webhook_is_gone_and_gets_nothing_more(hooks):
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # waits out the delivery backoff
 def test_a_delivery_that_keeps_failing_ends_failed(make_client):
     client = make_client(webhook_allow_private=True, webhook_retry_seconds=3, webhook_timeout=1)
     admin = client.account(ADMIN_EMAIL, verified=True)
@@ -616,6 +618,7 @@ def kill_hard(server: ServerProcess) -> None:
 
 
 @pytest.mark.server
+@pytest.mark.slow  # a server killed and started again
 def test_pending_deliveries_survive_a_kill_9_of_the_server(tmp_path):
     """The receiver is down while events happen; the server is killed with SIGKILL while
     their deliveries wait for a retry; restarted on the same database with the receiver

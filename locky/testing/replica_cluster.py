@@ -4,12 +4,14 @@
 copies it with ``pg_basebackup -R`` into a hot standby on another port, starts both and
 yields their ``postgres://`` URLs (database ``locky``); both stop afterwards. Needs the
 PostgreSQL server binaries (Debian's ``postgresql-15`` puts them in
-``/usr/lib/postgresql/15/bin``); skips without them. As root it runs them as ``postgres``.
+``/usr/lib/postgresql/15/bin``) and psycopg2 (``locky[postgres]``); skips without either
+(:func:`unavailable` says why). As root it runs them as ``postgres``.
 """
 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -31,6 +33,15 @@ def _bin_dir() -> Path | None:
             return Path(candidate)
     found = shutil.which("initdb")
     return Path(found).resolve().parent if found else None
+
+
+def unavailable() -> str | None:
+    """Why no cluster can be started here, or ``None``."""
+    if _bin_dir() is None:
+        return "the PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) are not installed"
+    if importlib.util.find_spec("psycopg2") is None:
+        return "psycopg2 is not installed: pip install 'locky[postgres]'"
+    return None
 
 
 @dataclass
@@ -55,9 +66,10 @@ class Cluster:
 def replica_cluster(listen: tuple[str, ...] = ()) -> Iterator[Cluster]:
     """The cluster; ``listen``: addresses it serves beside 127.0.0.1 (each trusted from its
     /24, for hosts in network namespaces)."""
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
     bin_dir = _bin_dir()
-    if bin_dir is None:
-        pytest.skip("the PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) are not installed")
     # Not under pytest's tmp_path: its parents are root's alone, and the servers run as postgres.
     directory = Path(tempfile.mkdtemp(prefix="locky-replicas-"))
     as_postgres: list[str] = []

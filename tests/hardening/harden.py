@@ -27,7 +27,9 @@ from locky.testing import ADMIN_EMAIL, TEST_SECRET, Account, LockyClient, MailBo
 from locky.testing.databases import run_sql, scratch_database, unreachable
 from locky.testing.server import ServerProcess, locky_server
 
-PG_URL = os.environ.get("LOCKY_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
+#: The PostgreSQL server of the suite's ``postgres`` cases: as for every backend test
+#: (tests/backends.py), only one named by ``LOCKY_TEST_POSTGRES_URL``, never a guess.
+PG_URL = os.environ.get("LOCKY_TEST_POSTGRES_URL", "").strip()
 REQUIRE_BACKENDS = os.environ.get("LOCKY_REQUIRE_BACKENDS", "").strip().lower() in ("1", "true", "yes")
 
 #: A bcrypt hash as bcrypt writes it; none may ever leave the server.
@@ -258,7 +260,7 @@ def verify(server: ServerProcess, email: str, count: int = 1, timeout: float = 1
 
 
 def pg_unreachable() -> str | None:
-    return unreachable(PG_URL)
+    return unreachable(PG_URL) if PG_URL else "LOCKY_TEST_POSTGRES_URL is not set"
 
 
 @contextmanager

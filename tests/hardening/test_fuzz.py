@@ -37,7 +37,7 @@ from locky.testing import ADMIN_EMAIL
 
 from harden import EVIDENCE, STRONG, account, fresh_database, http, query, served
 
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 EXAMPLES = int(os.environ.get("LOCKY_FUZZ_EXAMPLES", "20"))
 MIN_CASES = 2000
@@ -196,6 +196,7 @@ def test_fuzz_sqlite(tmp_path):
     no_hash_left_the_server(url)
 
 
+@pytest.mark.backend
 def test_fuzz_postgres(tmp_path):
     """A shorter run on PostgreSQL, which refuses some strings SQLite stores."""
     with fresh_database("postgres", tmp_path) as url:

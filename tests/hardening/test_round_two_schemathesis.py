@@ -345,6 +345,7 @@ def fuzz(app, client: RecordingClient, examples: int) -> Run:
     return run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_schemathesis_all_phases_and_checks(backend, tmp_path, no_socket_options_in_process, password_format):
     with fresh_database(backend, tmp_path) as url:

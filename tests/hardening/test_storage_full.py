@@ -184,8 +184,8 @@ def test_a_read_only_database_is_said_and_remembered_for_health(read_only_databa
 
 def test_the_classes_of_refused_writes():
     """The drivers' codes, as each engine reports them."""
-    import pymysql
-    import psycopg2
+    pymysql = pytest.importorskip("pymysql", reason="pip install 'locky[mysql]'")
+    psycopg2 = pytest.importorskip("psycopg2", reason="pip install 'locky[postgres]'")
 
     class PGError(psycopg2.OperationalError):
         """A psycopg2 error with a given SQLSTATE (a real one's ``pgcode`` is read-only)."""
@@ -214,6 +214,7 @@ def test_the_classes_of_refused_writes():
     assert guard.classify(sqlite3.OperationalError("database is locked")) == guard.TRANSIENT
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("engine", ["postgres", "mysql"])
 def test_a_read_only_transaction_on_a_server_is_classified_read_only(engine):
     """A real read-only refusal from each server (a READ ONLY transaction)."""
