@@ -16,10 +16,26 @@ export const UNREACHABLE = "The Locky service could not be reached; check the co
 const SLOW = "The Locky service did not answer in time; try again in a moment.";
 const WAIT = 30000; // milliseconds a call may take
 
+// What a refusal means, for answers whose title is only the status ("401 Unauthorized").
+const PLAIN = {
+  401: "You are not signed in, or your session has ended; sign in again.",
+  403: "The policy does not let your account do this.",
+  404: "That record is not there (any more); reload the list.",
+  405: "The service does not offer this.",
+  409: "Someone changed this at the same time; reload and try again.",
+  413: "That is too much to send at once.",
+  429: "Too many attempts; wait a little and try again.",
+};
+// Falcon's generic titles are the status line ("403 Forbidden"): a person reads the
+// description, not the protocol.
+const STATUS_LINE = /^\d{3}( |$)/;
+
 function describe(status, body) {
   if (body && typeof body === "object" && !Array.isArray(body)) {
     if (typeof body.title === "string" && body.title) {
-      return typeof body.description === "string" && body.description ? `${body.title}: ${body.description}` : body.title;
+      const said = typeof body.description === "string" && body.description ? body.description : "";
+      if (STATUS_LINE.test(body.title)) return said || PLAIN[status] || `The service refused this (${status}).`;
+      return said ? `${body.title}: ${said}` : body.title;
     }
     // A 400 field map ({"email": "Not a valid email address."}); a 5xx body without a
     // title ({"status": "unavailable"}) says less than the sentences below.
@@ -28,7 +44,7 @@ function describe(status, body) {
   }
   if (status === 502 || status === 503 || status === 504) return `The Locky service is unavailable right now (${status}); try again in a moment.`;
   if (status >= 500) return `The Locky service failed (${status}); try again in a moment.`;
-  return `The service answered ${status}.`;
+  return PLAIN[status] || `The service refused this (${status}).`;
 }
 
 export const tokens = {

@@ -13,7 +13,7 @@ import { deliveriesScreen, webhooksScreen } from "./webhooks.js";
 
 // The questions asked once after sign-in: [resource, action] pairs of the policy.
 const QUESTIONS = [
-  ["users", "read"], ["users", "disable"], ["users", "delete"],
+  ["users", "read"], ["users", "update"], ["users", "disable"], ["users", "delete"],
   ["groups", "read"], ["groups", "create"], ["members", "read"],
   ["roles", "read"], ["roles", "create"], ["roles", "update"], ["roles", "delete"],
   ["authz", "read"], ["audit", "read"],
@@ -52,6 +52,17 @@ function notice(text, kind = "info") {
   if (!box) return;
   box.replaceChildren(text ? h("p", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status", text }) : "");
 }
+
+// A notice speaks of one action: the next one (a form sent, a button pressed on the
+// screen) or another screen takes it away, so "… is disabled" never sits above a search
+// or a page it has nothing to do with. The action then says its own outcome.
+function startOfAction(event) {
+  const screen = document.getElementById("screen");
+  if (!screen || !screen.contains(event.target)) return;
+  if (event.type === "submit" || event.target.closest("button")) notice("");
+}
+document.addEventListener("submit", startOfAction, true);
+document.addEventListener("click", startOfAction, true);
 
 // Passed to every screen: who is signed in, what they may do, and how to say things.
 const context = {
@@ -208,7 +219,17 @@ async function route() {
   let render = screen && screen.render;
   if (id && DETAILS[path]) render = /^\d+$/.test(id) ? ((ctx) => DETAILS[path].render(ctx, Number(id))) : null;
   if (!screen || !context.can(screen.needs) || !render) {
-    if (visible.length) { location.replace(`#/${visible[0].path}`); return; }
+    if (visible.length) {
+      // Say why this is not the screen asked for (a typed or bookmarked address).
+      const asked = screen ? screen.title.toLowerCase() : null;
+      const why = !path ? "" : screen && !context.can(screen.needs)
+        ? `Your account may not open the ${asked}: the policy does not give it that screen. Here are the ${visible[0].title.toLowerCase()} instead.`
+        : `The console has no screen at #/${location.hash.replace(/^#\/?/, "")}. Here are the ${visible[0].title.toLowerCase()} instead.`;
+      notice(why, "info");
+      keepNotice = Boolean(why);
+      location.replace(`#/${visible[0].path}`);
+      return;
+    }
     screen = { title: "Nothing to show" };
     render = () => h("p", { text: "The policy gives your account no screen of this console." });
   }

@@ -94,11 +94,14 @@ export async function groupScreen(ctx, id) {
   }
 
   const me = ctx.session.me.uuid;
+  const removable = (member) => member.user_uuid === me || (can["members:delete"] && can[`members:assign:${member.role}`]);
+  // No Actions column when no membership can be removed or left by this user.
+  const acts = members.some(removable);
   const rows = members.map((member) => {
     const mine = member.user_uuid === me;
-    const removable = mine || (can["members:delete"] && can[`members:assign:${member.role}`]);
     const label = nameOf(member.user_uuid);
-    return row(label, member.role, when(member.created_at), removable
+    if (!acts) return row(label, member.role, when(member.created_at));
+    return row(label, member.role, when(member.created_at), removable(member)
       ? confirmButton(mine ? "Leave" : "Remove", mine ? "Leave this group?" : `Remove ${label}?`, async () => {
         try {
           await api("DELETE", `/v1/private/members/${member.id}`);
@@ -108,7 +111,7 @@ export async function groupScreen(ctx, id) {
       }, { "aria-label": `${mine ? "Leave" : "Remove"} ${label}` })
       : "");
   });
-  const membersPanel = section("Members", table(["User", "Role", "Since", "Actions"], rows, "Members"));
+  const membersPanel = section("Members", table(["User", "Role", "Since", ...(acts ? ["Actions"] : [])], rows, "Members"));
   view.append(membersPanel);
 
   const assignable = membershipRoles.filter((role) => can[`members:assign:${role}`]);

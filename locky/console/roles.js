@@ -56,6 +56,7 @@ export async function rolesScreen(ctx) {
     view.append(section("Create a role", form));
   }
 
+  const changes = roles.some((role) => !role.builtin) && (ctx.can("roles:update") || ctx.can("roles:delete"));
   const rows = roles.map((role) => {
     const actions = h("div", { class: "actions" });
     if (!role.builtin && ctx.can("roles:update")) {
@@ -72,10 +73,12 @@ export async function rolesScreen(ctx) {
     }
     const permissions = h("ul", { class: "plain" }, role.permissions.map((p) => h("li", {}, h("code", { text: `${p.resource} × ${p.action}` }))));
     return row(h("span", {}, role.name, " ", role.builtin ? badge("built-in") : badge("custom", "good")),
-      role.description, role.builtin && !role.permissions.length ? h("span", { class: "muted", text: "from the policy files" }) : permissions, actions);
+      role.description, role.builtin && !role.permissions.length ? h("span", { class: "muted", text: "from the policy files" }) : permissions,
+      ...(changes ? [actions] : []));
   });
   const editing = h("div", { id: "role-editing" });
-  view.append(editing, section("Roles", table(["Role", "Description", "Permissions", "Actions"], rows, "Roles")));
+  // No Actions column for someone who may change no role (it would be empty on every row).
+  view.append(editing, section("Roles", table(["Role", "Description", "Permissions", ...(changes ? ["Actions"] : [])], rows, "Roles")));
 
   function edit(role) {
     const description = h("input", { type: "text", name: "description", value: role.description });
