@@ -168,7 +168,8 @@ WORKER = """
 """
 
 
-@pytest.mark.parametrize("trial", range(3))
+# One trial in every run, the race again twice under `pytest --all`.
+@pytest.mark.parametrize("trial", [pytest.param(t, marks=pytest.mark.slow if t else ()) for t in range(3)])
 def test_workers_starting_together_agree_on_one_secret(tmp_path, trial):
     workers = 8
     start = time.time() + 2.0  # after every interpreter has imported Locky

@@ -182,6 +182,7 @@ def test_a_read_only_database_is_said_and_remembered_for_health(read_only_databa
         db.disconnect()
 
 
+@pytest.mark.extras  # the drivers: .[postgres] and .[mysql]
 def test_the_classes_of_refused_writes():
     """The drivers' codes, as each engine reports them."""
     pymysql = pytest.importorskip("pymysql", reason="pip install 'locky[mysql]'")
