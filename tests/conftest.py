@@ -1,9 +1,10 @@
 """Locky's own tests use the fixtures of ``locky.testing`` (loaded as a pytest plugin
 through its ``pytest11`` entry point); shared helpers beyond those live here.
 
-What a plain ``pytest`` runs: every test but those marked ``slow`` (the long suites:
-schemathesis and the fuzzer, the browser, clusters of servers, multi-process stress and
-benchmark smoke runs), so that the README's ``pip install '.[test]' && pytest`` ends in
+What a plain ``pytest`` runs: every test but those marked ``slow`` (schemathesis and the
+fuzzer, random properties, the browser, clusters of servers, the hosts benchmark smoke
+run, waits for retries, outages and restarts, and the repeats of an attack matrix or a
+race beyond one pass), so that the README's ``pip install '.[test]' && pytest`` ends in
 minutes on any machine. Every feature keeps fast tests in that run. The slow ones run
 with ``--all`` (or ``LOCKY_TEST_ALL=1``), with any ``-m`` expression (``-m slow``), or
 when their file or test is named on the command line; ``.ci/run`` runs them all.
@@ -26,6 +27,8 @@ import pytest
 from backends import database_url, mysql_database, postgres_database, server_url  # noqa: E402,F401
 
 ALL_VARIABLE = "LOCKY_TEST_ALL"
+#: How many slow tests this run left out, for the summary.
+_LEFT_OUT = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -77,9 +80,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item not in left_out]
         config.hook.pytest_deselected(items=slow)
         config.stash[_LEFT_OUT] = len(slow)
-
-
-_LEFT_OUT = pytest.StashKey[int]()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
