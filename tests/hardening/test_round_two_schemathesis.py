@@ -58,7 +58,7 @@ from schemathesis.transport.wsgi import WSGITransport
 
 from locky.app import create_app
 from locky import password_rules
-from locky.audit_schemas import event_pattern
+from locky.audit_schemas import KnownEvents, event_pattern
 from locky.errors import MISSING_REFERENCE
 from locky.lifecycle import BAD_TOKEN
 from locky.testing import ADMIN_EMAIL, make_settings
@@ -264,9 +264,11 @@ def webhook_rule_refused_rightly(app, case, body: dict) -> bool:
     field = next(iter(body), None)
     given = values.get(field)
     patterns = given if field == "events" and isinstance(given, list) else [given]
+    known = KnownEvents(names=app.context.audit.names)  # Locky's names and its plugins'
     for pattern in patterns:
         try:
             event_pattern(pattern)
+            known._check(pattern)
         except ValidationError as refused:
             if refused.messages[0] == body[field]:
                 return True
