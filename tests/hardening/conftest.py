@@ -9,7 +9,9 @@ import pytest
 
 from harden import EVIDENCE, RecordingClient
 from locky.audit import event_body
+from locky.app import create_app
 from locky.paging import every
+from locky.testing import LockyClient, make_settings
 
 
 @pytest.fixture(autouse=True)
@@ -37,3 +39,18 @@ def locky_client(locky_app) -> RecordingClient:
     trail = [event_body(event) for event in every(locky_app.context.storage.audit)]
     EVIDENCE.log("the audit trail", json.dumps(trail))
 
+
+@pytest.fixture
+def app_on(database_url):
+    """``app_on(**settings) -> LockyClient``: an app on the test's database (every engine),
+    with ``settings`` over the test defaults; closed after the test."""
+    apps = []
+
+    def make(**overrides) -> LockyClient:
+        app = create_app(make_settings(database_url, log_requests=False, **overrides))
+        apps.append(app)
+        return LockyClient(app)
+
+    yield make
+    for app in reversed(apps):
+        app.close()

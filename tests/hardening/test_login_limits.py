@@ -13,28 +13,11 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
-from locky.app import create_app
-from locky.testing import PASSWORD, LockyClient, make_settings
+from locky.testing import PASSWORD
 
 LOGIN = "/v1/public/users/login"
 OWNER, ATTACKER = "203.0.113.20", "198.51.100.7"
 RESET_PASSWORD = "a new and long passphrase"
-
-
-@pytest.fixture
-def app_on(database_url):
-    apps = []
-
-    def make(**overrides) -> LockyClient:
-        app = create_app(make_settings(database_url, log_requests=False, **overrides))
-        apps.append(app)
-        return LockyClient(app)
-
-    yield make
-    for app in reversed(apps):
-        app.close()
 
 
 def attempt(client, password: str, peer: str, email: str = "ada@example.com"):

@@ -22,30 +22,12 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from locky.app import create_app
-from locky.testing import PASSWORD, LockyClient, make_settings
+from locky.testing import PASSWORD, make_settings
 from locky.testing.databases import run_sql
 
 LOGIN = "/v1/public/users/login"
 ATTACKER, OWNER = "198.51.100.7", "203.0.113.20"
 LOCKY = Path(sys.executable).with_name("locky")  # the installed console script
-
-
-@pytest.fixture
-def app_on(database_url):
-    """``app_on(**settings) -> LockyClient``: an app on the test's database."""
-    apps = []
-
-    def make(**overrides):
-        app = create_app(make_settings(database_url, log_requests=False, **overrides))
-        apps.append(app)
-        return LockyClient(app)
-
-    yield make
-    for app in reversed(apps):
-        app.close()
 
 
 def attempt(client, email: str, password: str, peer: str = ATTACKER, forwarded_for: str | None = None):
