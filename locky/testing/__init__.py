@@ -31,7 +31,9 @@ Contract suites, one per provider slot, for plugin authors to subclass in their 
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -130,7 +132,9 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
     if not settings.mail_dir and settings.sqlite_path is None:
         # Mail of an app on a server database (or SQLite in memory) goes to a folder of
         # its own, never to ./mail of whoever runs the tests.
-        settings = settings.replace(mail_dir=tempfile.mkdtemp(prefix="locky-test-mail-"))
+        mail_dir = tempfile.mkdtemp(prefix="locky-test-mail-")
+        atexit.register(shutil.rmtree, mail_dir, True)  # gone with the test run, not left in /tmp
+        settings = settings.replace(mail_dir=mail_dir)
     return settings
 
 
