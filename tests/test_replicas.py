@@ -33,8 +33,8 @@ def wait_replayed(cluster, email: str) -> None:
 
 
 def test_a_host_pointed_at_a_standby_says_so_in_its_log(cluster, caplog):
-    """Registering writes: on a standby it cannot. The client gets the usual 503; the
-    operator's log names the likely mistake. (Runs first: a later test stops the standby.)"""
+    """Registering writes: on a standby it cannot. The client gets a 503 saying the
+    database refuses writes; the operator's log names the likely mistake. (Runs first: a later test stops the standby.)"""
     create_app(make_settings(cluster.primary_url, log_requests=False)).close()  # schema and signing key
     deadline = time.monotonic() + 20
     while True:
@@ -53,7 +53,10 @@ def test_a_host_pointed_at_a_standby_says_so_in_its_log(cluster, caplog):
                                           json={"name": "Ada", "email": "ada@example.com",
                                                 "password": "a long test password 42"})
         assert answer.status_code == 503 and set(answer.json) == {"title", "description"}, answer.text
-        assert "read-only" not in answer.text
+        # The client is told what is wrong in Locky's words (a database refusing writes),
+        # never the driver's text.
+        assert answer.json["description"].startswith("The database is read-only"), answer.text
+        assert "transaction" not in answer.text and "25006" not in answer.text
         assert any("Does LOCKY_DATABASE_URL name a standby?" in record.getMessage() for record in caplog.records)
     finally:
         app.close()
