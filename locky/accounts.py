@@ -112,19 +112,25 @@ class Accounts:
             current = users.update(current.id, password_hash=rehash)
         return current
 
-    def _refused(self, user: User) -> bool:
-        """Whether :meth:`_may_log_in` refuses ``user``."""
-        return user.disabled or (self.settings.require_verified_email and not user.email_verified)
+    def _refusal(self, user: User) -> tuple[str, Forbidden] | None:
+        """Why ``user`` may not log in though the password was right (the reason for the
+        trail, the 403 to raise), or ``None``."""
+        if user.disabled:
+            return "account disabled", Forbidden("An administrator has disabled this account.",
+                                                 title="Account disabled")
+        if self.settings.require_verified_email and not user.email_verified:
+            return "email not verified", Forbidden(
+                "Confirm your email address first: use the code sent to it, or ask for a new one at"
+                " /v1/public/users/verify/resend.", title="Email not verified")
+        return None
 
     def _may_log_in(self, user: User) -> None:
         """Refusals that come after a right password (so they tell nothing to a guesser)."""
-        if user.disabled:
-            self._failed(user, "account disabled")
-            raise Forbidden("An administrator has disabled this account.", title="Account disabled")
-        if self.settings.require_verified_email and not user.email_verified:
-            self._failed(user, "email not verified")
-            raise Forbidden("Confirm your email address first: use the code sent to it, or ask for a new"
-                            " one at /v1/public/users/verify/resend.", title="Email not verified")
+        refusal = self._refusal(user)
+        if refusal is not None:
+            reason, forbidden = refusal
+            self._failed(user, reason)
+            raise forbidden
 
     def _logged_in(self, checked: User, rehash: str | None = None) -> dict[str, Any]:
         """The session of a login whose credentials were checked on ``checked``: made
@@ -136,7 +142,7 @@ class Accounts:
         storage = self.context.storage
         with storage.atomic():  # the check, the login and its event, together
             user = self._still(checked, rehash)
-            if user is not None and not self._refused(user):
+            if user is not None and self._refusal(user) is None:
                 storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=refresh.jti)
                 self.context.audit.record(audit.LOGIN_SUCCEEDED, target_type="user", target_uuid=user.uuid,
                                           actor_uuid=user.uuid,
@@ -179,9 +185,8 @@ class Accounts:
         user = storage.users.get_by_uuid(pending.user_uuid) if pending else None
         if user is None or user.email != pending.email:
             raise Unauthorized(BAD_MFA_TOKEN)
-        attempt = self._count_attempt(user.email, client_address)
-        if not self.second_factor(user, code):
-            self._failed(user, "wrong second-factor code")
+        attempt = self.counted_second_factor(user, code, client_address, "wrong second-factor code")
+        if attempt is None:
             raise Unauthorized(BAD_CODE)
         if storage.codes.use(token_hash, "mfa", now=utcnow()) is None:  # spent by a concurrent request
             raise Unauthorized(BAD_MFA_TOKEN)
@@ -193,6 +198,18 @@ class Accounts:
             return self._logged_in(user)
         except Unauthorized:
             raise Unauthorized(BAD_MFA_TOKEN) from None
+
+    def counted_second_factor(self, user: User, code: str, client_address: str | None,
+                              reason: str) -> Attempt | None:
+        """Check ``code`` as :meth:`second_factor` does, counted like a password guess: the
+        attempt (for the caller to take back once its work is done), or ``None`` after a
+        wrong code, recorded as a failed login for ``reason``; ``Locked`` (429) while a
+        count is locked."""
+        attempt = self._count_attempt(user.email, client_address)
+        if not self.second_factor(user, code):
+            self._failed(user, reason)
+            return None
+        return attempt
 
     def second_factor(self, user: User, code: str) -> bool:
         """Whether ``code`` is a TOTP code not used before or an unused recovery code of

@@ -139,12 +139,10 @@ class Lifecycle:
         state = self.storage.totp.get(user.uuid)
         if state is None or not state.confirmed:
             raise StateConflict("TOTP is not enabled.")
-        accounts = self.accounts
-        attempt = accounts._count_attempt(user.email, client_address)
-        if not accounts.second_factor(user, code):
-            accounts._failed(user, "wrong code removing TOTP")
+        attempt = self.accounts.counted_second_factor(user, code, client_address, "wrong code removing TOTP")
+        if attempt is None:
             raise Invalid.one("code", "Invalid code.")
-        accounts.limits.succeeded(attempt)
+        self.accounts.limits.succeeded(attempt)
         self.remove_second_factors(user, actor_uuid=user.uuid)
 
     def remove_second_factors(self, user: User, *, actor_uuid: str) -> bool:
