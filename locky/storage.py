@@ -1,0 +1,47 @@
+"""The kit for storage authors: what a storage plugin may build on, beyond the records and
+store protocols :mod:`locky` exports.
+
+A storage plugin implements :class:`locky.Storage` (its stores' docstrings are the
+specification, and :class:`locky.testing.storage_contract.StorageContract` checks it).
+This module gathers the helpers such a plugin needs and that Locky keeps stable between
+releases: the process cache with its change-bus protocol, the delivery states of a
+webhook delivery, the webhook event patterns, keyset paging, and sealing of secrets at
+rest. The modules these names come from are private: import them from here, so a plugin
+keeps working when the core moves them (an import-linter contract in ``pyproject.toml``
+holds the bundled plugins to this).
+"""
+
+from __future__ import annotations
+
+from locky.errors import (
+    Conflict, Invalid, LockyError, NotFound, SchemaError, Unavailable, WritesRefused,
+)
+from locky.paging import PAGE, every
+from locky.providers import Migration, SchemaState, Storage
+from locky.records import FAILED, MAX_ID, PENDING, SUCCEEDED, utcnow
+from locky.registry import ProviderError
+from locky.sealing import SealError, Sealer
+from locky.settings import Settings, SettingsError
+from locky.storage_cache import (
+    USERS, CachingStorage, ChangeBus, current_request, keep_listening, stale_ok,
+)
+from locky.webhook_patterns import selects
+
+__all__ = [
+    # Errors a store raises (Locky answers each with its HTTP status).
+    "Conflict", "Invalid", "LockyError", "NotFound", "SchemaError", "Unavailable", "WritesRefused",
+    # The storage protocol and its schema steps.
+    "Migration", "SchemaState", "Storage",
+    # The values of records: the largest id, the clock, a delivery's states.
+    "FAILED", "MAX_ID", "PENDING", "SUCCEEDED", "utcnow",
+    # Walking a keyset-paged list.
+    "PAGE", "every",
+    # Which webhooks an event selects.
+    "selects",
+    # Secrets sealed at rest (signing keys, TOTP seeds).
+    "SealError", "Sealer",
+    # Settings and the refusal of a misconfigured provider.
+    "ProviderError", "Settings", "SettingsError",
+    # The process cache a storage may wrap itself in, and what a change bus builds on.
+    "USERS", "CachingStorage", "ChangeBus", "current_request", "keep_listening", "stale_ok",
+]
