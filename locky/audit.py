@@ -39,7 +39,7 @@ from locky.events import (
 )
 from locky.events import NAMES as EVENTS
 from locky.events import RESERVED_PREFIXES, Event
-from locky.records import AuditEvent, utcnow
+from locky.records import AuditEvent, utcnow, wire_time
 
 log = logging.getLogger("locky")
 
@@ -89,17 +89,11 @@ def clean(details: Any) -> Any:
     if isinstance(details, (list, tuple, set, frozenset)):
         return [clean(v) for v in details]
     if isinstance(details, datetime):
-        return stamp(details)
+        return wire_time(details)
     if details is None or isinstance(details, (str, int, float, bool)):
         return details
     return str(details)
 
-
-def stamp(moment: datetime) -> str:
-    """RFC 3339 UTC with a ``Z``, as every time on the wire."""
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-    return moment.isoformat(timespec="microseconds") + "Z"
 
 
 _ORIGIN_ACTOR = object()
@@ -261,7 +255,7 @@ def announcement(entry: AuditEvent, record: Any = None) -> Event:
 def event_body(entry: AuditEvent) -> dict[str, Any]:
     """An event as ``GET /v1/internal/audit`` shows it."""
     return {
-        "id": entry.id, "uuid": entry.uuid, "created_at": stamp(entry.created_at), "event": entry.event,
+        "id": entry.id, "uuid": entry.uuid, "created_at": wire_time(entry.created_at), "event": entry.event,
         "actor_uuid": entry.actor_uuid, "target_type": entry.target_type, "target_uuid": entry.target_uuid,
         "ip": entry.ip, "request_id": entry.request_id, "details": entry.details,
     }
@@ -273,5 +267,5 @@ def delivery_body(entry: AuditEvent) -> str:
         "actor_uuid": entry.actor_uuid, "target_type": entry.target_type, "target_uuid": entry.target_uuid,
         "ip": entry.ip, "request_id": entry.request_id, "details": entry.details,
     }
-    body = {"id": entry.uuid, "event": entry.event, "created_at": stamp(entry.created_at), "data": data}
+    body = {"id": entry.uuid, "event": entry.event, "created_at": wire_time(entry.created_at), "data": data}
     return orjson.dumps(body).decode()

@@ -10,22 +10,14 @@ nested plain schemas) into a function giving the same dict; any other schema (ho
 
 from __future__ import annotations
 
-from datetime import timezone
 from typing import Any, Callable
 
 from marshmallow import Schema, fields
 
+from locky.records import wire_time
 from locky.schemas import Timestamp
 
 
-def _timestamp(value):
-    if value is None:
-        return None
-    if value.tzinfo is not None:
-        value = value.astimezone(timezone.utc).replace(tzinfo=None)
-    if value.year < 1000:  # isoformat pads years; strftime may not: keep the schema's way
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return value.isoformat(timespec="microseconds") + "Z"
 
 
 _INLINE = {
@@ -40,8 +32,8 @@ def _field_code(field: fields.Field, helpers: dict) -> str | None:
     """An expression over ``v`` giving the dumped value, or None when not supported."""
     kind = type(field)
     if kind is Timestamp:
-        helpers["_timestamp"] = _timestamp
-        return "None if v is None else _timestamp(v)"
+        helpers["_wire_time"] = wire_time
+        return "None if v is None else _wire_time(v)"
     if kind is fields.Integer and field.as_string:
         return None
     if kind in _INLINE:

@@ -38,6 +38,17 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
+def wire_time(moment: datetime) -> str:
+    """How every time goes on the wire: RFC 3339 in UTC, microseconds, a ``Z`` suffix
+    (``2026-11-27T14:35:09.000000Z``). A naive datetime is taken as UTC, as records hold
+    their times; an aware one is converted."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    if moment.year < 1000:  # isoformat pads the year to four digits; strftime does not
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.isoformat(timespec="microseconds") + "Z"
+
+
 @dataclass(frozen=True, slots=True)
 class Permission:
     """One permission of a role: ``action`` on ``resource``."""

@@ -6,11 +6,10 @@ read-only ones; response schemas never carry a password or hash.
 from __future__ import annotations
 
 import re
-from datetime import timezone
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, pre_load, validate
 
-from locky.records import MAX_ID, ROLE_NAME, UUID4
+from locky.records import MAX_ID, ROLE_NAME, UUID4, wire_time
 
 READ_ONLY = ("id", "uuid", "created_at", "updated_at", "deleted_at", "builtin", "email_verified", "mfa_enabled")
 # The patterns are also written into the Swagger document, where ``$`` is the true end
@@ -64,11 +63,7 @@ class Timestamp(fields.Field):
     """RFC 3339 in UTC with a ``Z`` suffix and microseconds."""
 
     def _serialize(self, value, attr, obj, **kwargs):
-        if value is None:
-            return None
-        if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return None if value is None else wire_time(value)
 
     def _jsonschema_type_mapping(self):
         return {"type": "string", "format": "date-time"}
