@@ -47,7 +47,7 @@ import os
 from contextlib import contextmanager
 
 from locky import SettingsError, hookimpl
-from locky.storage_cache import USERS, CachingStorage as _CachingStorage
+from locky.storage import USERS, CachingStorage as _CachingStorage
 
 from .invalidation import Listener, Publisher
 

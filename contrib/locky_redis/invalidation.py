@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Callable
 
-from locky.storage_cache import keep_listening
+from locky.storage import keep_listening
 
 log = logging.getLogger("locky.redis")
 

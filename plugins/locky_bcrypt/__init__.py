@@ -6,7 +6,7 @@ import secrets
 
 import bcrypt
 
-from locky.plugins import hookimpl
+from locky import hookimpl
 
 
 def _cost(hashed: str) -> int | None:

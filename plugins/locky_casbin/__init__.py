@@ -21,10 +21,8 @@ from typing import Iterable
 
 import casbin
 
-from locky.paging import every
-from locky.plugins import hookimpl
-from locky.providers import BuiltinRole
-from locky.records import Permission, User
+from locky import BuiltinRole, Permission, User, hookimpl
+from locky.storage import every
 
 from . import policy_files
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import casbin
 
-from locky import ROLE_NAME, UUID4
-from locky.settings import SettingsError
+from locky import ROLE_NAME, UUID4, SettingsError
 
 DESCRIPTION = re.compile(r"^#\s*role\s+([a-z][a-z0-9_-]{0,63})\s*:\s*(.+)\Z")
 #: Where a trailing comment starts: a ``#`` after a space or a comma. Role names,

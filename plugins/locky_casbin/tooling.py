@@ -20,7 +20,7 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from locky.settings import SettingsError
+from locky import SettingsError
 
 from . import GLOBAL_ROLES, _PolicySnapshot, policy_files
 from .policy_files import is_role_name, is_user_uuid

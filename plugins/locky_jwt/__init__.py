@@ -14,12 +14,13 @@ import uuid
 
 import jwt
 
-from locky.errors import Unauthorized
-from locky.plugins import hookimpl
-from locky.providers import Claims, IssuedToken
-from locky.settings import ASYMMETRIC_ALGORITHMS
+from locky import Claims, IssuedToken, Unauthorized, hookimpl
 
 from .keys import SigningKeys
+
+#: The algorithms whose keys Locky makes and keeps in storage (published as JWKS); the
+#: others (HS256/HS384/HS512) sign with LOCKY_JWT_SECRET.
+ASYMMETRIC_ALGORITHMS = ("ES256", "EdDSA", "RS256")
 
 log = logging.getLogger("locky.tokens")
 

@@ -32,10 +32,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from locky import utcnow
-from locky.records import SigningKey
-from locky.registry import ProviderError
-from locky.sealing import Sealer, SealError
+from locky import ProviderError, SigningKey, utcnow
+from locky.storage import Sealer, SealError
 
 log = logging.getLogger("locky.keys")
 

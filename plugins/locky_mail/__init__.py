@@ -13,8 +13,7 @@ its background sender, which retries a message while ``send`` raises.
 
 from __future__ import annotations
 
-from locky.plugins import hookimpl
-from locky.settings import SettingsError
+from locky import SettingsError, hookimpl
 
 from .files import FileMailer
 from .smtp import URL_EXAMPLE, SmtpMailer

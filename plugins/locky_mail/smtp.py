@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from email.message import EmailMessage
 from urllib.parse import unquote, urlsplit
 
-from locky.settings import SettingsError
+from locky import SettingsError
 
 from .headers import finished
 

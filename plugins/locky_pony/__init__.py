@@ -22,9 +22,8 @@ from contextlib import contextmanager
 
 from pony.orm import core, db_session
 
-from locky.errors import Conflict, LockyError
-from locky.plugins import hookimpl
-from locky.storage_cache import CachingStorage
+from locky import Conflict, LockyError, hookimpl
+from locky.storage import CachingStorage
 
 from . import data_version, schema
 from .audit import AuditStore, DeliveryStore, WebhookStore

@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Iterable
 
-from locky.records import FAILED, PENDING, SUCCEEDED, AuditEvent, Delivery, Page, Webhook
-from locky.webhook_patterns import selects
+from locky import AuditEvent, Delivery, Page, Webhook
+from locky.storage import FAILED, PENDING, SUCCEEDED, selects
 
 from .guard import transaction
 from .lifecycle import _skip_locked

@@ -45,7 +45,7 @@ from typing import Callable
 
 from pony.orm import core
 
-from locky.storage_cache import current_request
+from locky.storage import current_request
 
 log = logging.getLogger("locky.storage")
 

@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pony.orm import Database
 
-from locky.settings import Settings, SettingsError
+from locky import Settings, SettingsError
 
 from . import pool
 from .deadline import WATCHDOG

@@ -26,7 +26,8 @@ from typing import Callable
 
 from pony.orm import core, db_session
 
-from locky.errors import Conflict, LockyError, Unavailable, WritesRefused
+from locky import Conflict, LockyError, Unavailable
+from locky.storage import WritesRefused
 
 from .deadline import WATCHDOG
 

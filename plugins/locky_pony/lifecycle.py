@@ -12,8 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Iterable
 
-from locky import utcnow
-from locky.records import Code, Letter, SigningKey, TotpState, User
+from locky import Code, Letter, SigningKey, TotpState, User, utcnow
 
 from .guard import transaction
 from .stores import move_cache_revision, user_record

@@ -46,7 +46,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable
 
-from locky.storage_cache import keep_listening
+from locky.storage import keep_listening
 
 from .guard import before_commit
 

@@ -54,7 +54,7 @@ from typing import NamedTuple
 import orjson
 from pony.orm import core
 
-from locky.storage_cache import stale_ok as caller_takes_stale
+from locky.storage import stale_ok as caller_takes_stale
 
 from .deadline import WATCHDOG
 from .guard import LOST, TRANSIENT, classify, quick, root_cause, transaction, unavailable

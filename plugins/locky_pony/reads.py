@@ -24,8 +24,7 @@ from typing import Any, Callable
 
 from pony.orm import Json
 
-from locky import MAX_ID
-from locky.records import Authenticated, Page, Permission, Session, User
+from locky import Authenticated, MAX_ID, Page, Permission, Session, User
 
 from .reader import Reader, Statement
 

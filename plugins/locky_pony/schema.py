@@ -29,9 +29,7 @@ from datetime import datetime
 
 from pony.orm import commit, db_session
 
-from locky import utcnow
-from locky.errors import SchemaError
-from locky.providers import Migration, SchemaState
+from locky import Migration, SchemaError, SchemaState, utcnow
 
 from .entities import MYSQL_COLLATIONS
 from .guard import first_line

@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 import time
 
-from locky import utcnow
-from locky.records import Authenticated, Session, User
+from locky import Authenticated, Session, User, utcnow
 
 from .guard import transaction
 from .reader import Reader

@@ -32,9 +32,7 @@ import uuid as uuidlib
 from datetime import datetime
 from typing import Any, Callable, Iterable
 
-from locky import utcnow
-from locky.errors import Conflict, Invalid, NotFound
-from locky.records import Group, Member, Page, Permission, Role, User
+from locky import Conflict, Group, Invalid, Member, NotFound, Page, Permission, Role, User, utcnow
 
 from .guard import integrity_errors, transaction
 from .reader import Reader

@@ -42,12 +42,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
 from locky import (
-    Conflict, Group, Invalid, Member, Migration, NotFound, Page, Permission, Role, SchemaState, Session, User, utcnow,
+    AuditEvent, Authenticated, Code, Conflict, Delivery, Group, Invalid, Letter, Member, Migration, NotFound, Page,
+    Permission, Role, SchemaState, Session, SigningKey, TotpState, User, Webhook, utcnow,
 )
-from locky.records import (
-    FAILED, PENDING, SUCCEEDED, AuditEvent, Authenticated, Code, Delivery, Letter, SigningKey, TotpState, Webhook,
-)
-from locky.webhook_patterns import selects
+from locky.storage import FAILED, PENDING, SUCCEEDED, selects
 
 
 def now() -> datetime:

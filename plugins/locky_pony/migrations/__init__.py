@@ -9,7 +9,7 @@ tables is a new step, and ``tests/upgrade`` carries a 1.0.0 database through all
 
 from __future__ import annotations
 
-from locky.providers import Migration
+from locky import Migration
 
 from . import (
     v0001_baseline,
