@@ -4,7 +4,7 @@ further attempts, right password included, get 429 with ``Retry-After``; a succe
 before that resets the count; the count is per email (trimmed, any case), applies to
 unknown emails alike, ends with the window, and is kept in storage, so two apps on
 one database (as two worker processes are) share it. The lock lasts a sixteenth of the
-window at first and doubles with each further failure (``test_round_two_lockout.py``)."""
+window at first and doubles with each further failure (``hardening/test_login_limits.py``)."""
 
 from __future__ import annotations
 

@@ -101,7 +101,7 @@ class Run:
 
 
 #: The fuzzer logs in with a thousand made-up emails from one address: the per-address
-#: login limit (tested in test_round_two_lockout) would lock its callers out mid-run.
+#: login limit (tested in test_login_limits) would lock its callers out mid-run.
 FUZZ_LIMITS = {"LOCKY_LOGIN_MAX_FAILURES_PER_IP": "1000000"}
 
 

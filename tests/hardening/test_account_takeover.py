@@ -1,5 +1,6 @@
-"""Issue 13, finding 6: a password change kept every other login alive and needed no
-current password, so a stolen access token could take the account over for good.
+"""Account takeover with a stolen access token: a password change kept every other
+login alive and needed no current password, so the token could take the account over
+for good (issue 13, finding 6).
 
 CONTRACT §11: changing your own ``password`` or ``email`` through ``PUT
 /v1/private/users/{id}`` needs ``current_password`` (missing or wrong: 400

@@ -1,4 +1,5 @@
-"""Issue 13, finding 10: the secret file beside the SQLite database and the database file.
+"""The token-signing secret file beside the SQLite database, and the database file, are
+private and the secret is random (issue 13, finding 10).
 
 The secret file (``locky.sqlite.secret``) signs every token: one that is a symbolic link,
 owned by another user, or open to the group or to others is refused at startup with a

@@ -1,4 +1,4 @@
-"""Hardening round two: the real server rides out database outages, slow clients, and
+"""Service resilience: the real server rides out database outages and slow clients, and
 answers its own errors in JSON.
 
 Every test runs a real ``locky serve --workers 2``. The outage tests put a TCP proxy
@@ -313,7 +313,7 @@ def raw_request(port: int, data: bytes) -> tuple[int, dict[str, str], bytes]:
     (b"GET /v1/public/health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431),
     (b"GET /v1/public/health HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n", 400),
     (b"BROKEN\r\n\r\n", 400),
-])  # (broken chunked bodies reach the app: test_round_two_input checks their 400 field map)
+])  # (broken chunked bodies reach the app: test_trailing_newlines_and_broken_chunks checks their 400 field map)
 def test_the_server_answers_its_own_errors_in_json(tmp_path, data, status):
     with locky_server(tmp_path, env=env(f"sqlite:///{tmp_path / 'locky.sqlite'}"), workers=1) as server:
         got, headers, body = raw_request(urlsplit(server.url).port, data)

@@ -1,4 +1,5 @@
-"""Issue 13, finding 8: input that reached a 500, or a 200 it should not have.
+"""Input that slipped past validation into a 500, or a 200 it should not have had
+(issue 13, finding 8).
 
 - A uuid with a trailing newline passed the uuid check (Python's ``$`` matches before a
   final ``\\n``) and then broke storage (a 37-character uuid: 500) or matched nothing

@@ -1,4 +1,5 @@
-"""Issue 13, finding 4: escalation inside a group.
+"""Privilege escalation inside a group through the roles of its memberships (issue 13,
+finding 4).
 
 A maintainer could hand out ``owner`` (or ``admin``, ``user``, any custom role) and
 remove the owner; any user could create a group and give a second account ``admin`` in

@@ -1,4 +1,5 @@
-"""Issue 13, finding 3: races left live memberships on deleted groups, users and roles.
+"""Membership races: adding a member while its group, user or role is deleted left live
+memberships on deleted records (issue 13, finding 3).
 
 Adding a membership read its group, user and role, then inserted; a delete of any of
 them committed in between, and its cascade (or, for a role, its "held by a live

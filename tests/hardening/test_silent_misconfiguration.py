@@ -1,4 +1,5 @@
-"""Issue 13, finding 13: policy files and settings that failed silently.
+"""Silent misconfiguration: policy files and settings that failed without a word
+(issue 13, finding 13).
 
 - A policy line with a trailing ``# comment`` (as the README's own example has) made
   the comment part of its last value, so the rule never matched. A ``#`` after a space

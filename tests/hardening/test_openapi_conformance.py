@@ -1,5 +1,6 @@
-"""schemathesis with every phase and every check against the app in-process (WSGI),
-on SQLite and on PostgreSQL (issue 13, findings 11 and 12).
+"""The server keeps the rules its OpenAPI document states: schemathesis with every phase
+and every check against the app in-process (WSGI), on SQLite and on PostgreSQL (issue 13,
+findings 11 and 12).
 
 The run is what ``st run --phases=all --checks=all`` does (schemathesis' own engine,
 through its Python API): the examples the document gives, the coverage phase (each
