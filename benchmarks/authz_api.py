@@ -43,7 +43,7 @@ from falcon import testing
 from locky.app import create_app
 from locky.records import Permission
 from locky.settings import Settings
-from locky.testing.server import locky_server
+from tests.support.server import locky_server
 
 from . import seed
 

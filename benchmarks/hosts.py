@@ -2,8 +2,8 @@
 operators scale out, measured.
 
 What it starts (and stops): a private PostgreSQL primary with a streaming standby
-(:mod:`locky.testing.replica_cluster`), PgBouncer in transaction pooling mode in front
-of the primary (:mod:`locky.testing.pgbouncer`), and ``--hosts`` ``locky serve``
+(:mod:`tests.support.replica_cluster`), PgBouncer in transaction pooling mode in front
+of the primary (:mod:`tests.support.pgbouncer`), and ``--hosts`` ``locky serve``
 processes of ``--workers`` workers each, configured as a production fleet would be:
 
 - statements through PgBouncer (``LOCKY_DATABASE_POOLER=transaction``), at most
@@ -49,15 +49,15 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-try:  # the servers it starts are locky.testing's, which is built on pytest
+try:  # the servers it starts are tests/support's, which are built on pytest
     import psycopg2  # noqa: F401  (the standby and PgBouncer are PostgreSQL's)
     import pytest
 
     from locky.testing import ADMIN_EMAIL, PASSWORD
     from locky.testing.databases import run_sql
-    from locky.testing.pgbouncer import pgbouncer
-    from locky.testing.replica_cluster import replica_cluster
-    from locky.testing.server import locky_server
+    from tests.support.pgbouncer import pgbouncer
+    from tests.support.replica_cluster import replica_cluster
+    from tests.support.server import locky_server
 except ImportError as missing:
     raise SystemExit(f"python -m benchmarks.hosts needs {missing.name}: pip install '.[test,postgres]'") from None
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import bcrypt
 
 from locky.settings import Settings
-from locky.testing.server import free_port, locky_server, stop
+from tests.support.server import free_port, locky_server, stop
 
 from . import load, seed
 

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 from locky.settings import Settings
-from locky.testing.server import free_port, locky_server, stop
+from tests.support.server import free_port, locky_server, stop
 
 from . import load, seed
 from .run import ISSUER, ROOT, SECRET, _wait, locky_env, prepare_database, read_paths, serve_hello, worker_rss_mb

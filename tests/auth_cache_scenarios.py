@@ -15,7 +15,7 @@ from typing import Callable
 from authz_helpers import auditor_in_finance
 
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET
-from locky.testing.server import locky_server, one_service
+from support.server import locky_server, one_service
 
 ROUNDS = 20
 

@@ -128,7 +128,7 @@ def assert_fields(result, *fields: str, **exact: str) -> dict:
 
 def member_with_role(server, admin: dict, user_uuid: str, role: str, permission: tuple[str, str],
                      group: str) -> tuple[dict, dict, dict]:
-    """On a real server (``locky.testing.server``): a custom role ``role`` allowed the one
+    """On a real server (``support.server``): a custom role ``role`` allowed the one
     ``(resource, action)`` ``permission``, a group ``group``, and ``user_uuid`` a member of
     it with that role. Returns the role, the group and the membership as created."""
     resource, action = permission

@@ -27,7 +27,7 @@ from proxy import TcpProxy
 
 from locky.settings import SettingsError
 from locky.testing import LockyClient, make_settings
-from locky.testing.pgbouncer import pgbouncer
+from support.pgbouncer import pgbouncer
 from locky.testing.storage_contract import StorageContract
 from locky_pony import open_storage
 

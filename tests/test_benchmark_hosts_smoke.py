@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from locky.testing.pgbouncer import PGBOUNCER
-from locky.testing.replica_cluster import unavailable
+from support.pgbouncer import PGBOUNCER
+from support.replica_cluster import unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 

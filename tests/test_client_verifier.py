@@ -648,7 +648,7 @@ def require_jwks(server) -> None:
 
 @pytest.fixture(scope="module")
 def locky(tmp_path_factory, no_locky_env):
-    from locky.testing.server import locky_server
+    from support.server import locky_server
 
     workdir = tmp_path_factory.mktemp("verifier-locky")
     with locky_server(workdir, env=server_env(workdir, LOCKY_ADMIN_EMAILS=ADMIN), workers=1) as server:
@@ -702,7 +702,7 @@ def test_real_locky_key_rotation_reaches_the_verifier(locky):
 
 @pytest.mark.server
 def test_real_locky_with_hmac_has_no_keys(tmp_path, no_locky_env):
-    from locky.testing.server import locky_server
+    from support.server import locky_server
 
     with locky_server(tmp_path, env=server_env(tmp_path, LOCKY_JWT_ALGORITHM="HS256"), workers=1) as server:
         require_jwks(server)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from locky.testing.server import free_port, locky_server
+from support.server import free_port, locky_server
 from webhook_receiver import Receiver
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 # LOCKY_REQUIRE_BROWSER=1, without a browser: so does this one, on importing it).
 from test_console_browser import CHROMEDRIVER, PASSWORD, Browser, login, register, rows  # noqa: E402
 
-from locky.testing.server import locky_server  # noqa: E402
+from support.server import locky_server  # noqa: E402
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402

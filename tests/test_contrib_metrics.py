@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from locky.testing import ADMIN_EMAIL, TEST_SECRET, LockyClient
-from locky.testing.server import locky_server
+from support.server import locky_server
 
 pytestmark = pytest.mark.extras
 pytest.importorskip("prometheus_client", reason="pip install 'locky[metrics]'")

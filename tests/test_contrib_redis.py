@@ -27,7 +27,7 @@ from proxy import TcpProxy
 
 from locky import SettingsError
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient, make_settings
-from locky.testing.server import locky_server, one_service
+from support.server import locky_server, one_service
 from locky.testing.storage_contract import StorageContract
 
 pytestmark = pytest.mark.extras

@@ -331,7 +331,7 @@ def test_cached_signing_key_follows_a_rotation_within_the_recheck(locky_app_fact
 
 @pytest.mark.server
 def test_revocations_reach_every_worker_on_the_next_request(tmp_path, locky_database_url):
-    from locky.testing.server import locky_server
+    from support.server import locky_server
 
     env = {"LOCKY_DATABASE_URL": locky_database_url, "LOCKY_JWT_SECRET": TEST_SECRET, "LOCKY_BCRYPT_ROUNDS": "4",
            "LOCKY_ADMIN_EMAILS": ADMIN_EMAIL}

@@ -19,7 +19,7 @@ import pytest
 import locky
 from locky.app import create_app
 from locky.testing import TEST_SECRET, LockyClient, make_settings
-from locky.testing.server import free_port
+from support.server import free_port
 
 from authz_helpers import BUILTIN_ROLES, add_member, assert_forbidden, create_group, listing
 from authz_helpers import check as decide

@@ -20,7 +20,7 @@ from locky.errors import Forbidden, Invalid
 from locky.records import Authenticated, Group, Member, Permission, Role, User
 from locky.testing import make_settings
 from locky.testing.databases import run_sql as raw, scratch_database
-from locky.testing.pgbouncer import pgbouncer
+from support.pgbouncer import pgbouncer
 
 
 def app_for(url: str):

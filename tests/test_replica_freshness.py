@@ -1,6 +1,6 @@
 """Read replicas answer only the reads whose caller can take a stale answer, and a standby
 whose WAL stream stalls counts as behind (issue 31, finding 12), against a real
-streaming standby (:func:`locky.testing.replica_cluster.replica_cluster`).
+streaming standby (:func:`support.replica_cluster.replica_cluster`).
 
 - While the standby's replay is paused, a write right after a create finds the record
   (PUT 200, DELETE 204, not 404), and the authorization API answers from the primary,
@@ -18,7 +18,7 @@ import pytest
 
 from locky.app import create_app
 from locky.testing import ADMIN_EMAIL, PASSWORD, LockyClient, make_settings
-from locky.testing.replica_cluster import replica_cluster
+from support.replica_cluster import replica_cluster
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]  # a PostgreSQL primary and standby of its own
 #: Writes and checks under a paused replay take well under this; the stall test waits it out.

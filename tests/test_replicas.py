@@ -12,7 +12,7 @@ import pytest
 from locky.app import create_app
 from locky.settings import SettingsError
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
-from locky.testing.replica_cluster import replica_cluster
+from support.replica_cluster import replica_cluster
 from locky_pony.revision_bus import RevisionBus
 
 pytestmark = [pytest.mark.backend, pytest.mark.slow]  # a PostgreSQL primary and standby of its own

@@ -29,7 +29,7 @@ from backends import empty_database_url
 from locky.storage_cache import CachingStorage, request_ended, request_started
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient, make_settings
 from locky.testing.databases import run_sql
-from locky.testing.server import locky_server, one_service
+from support.server import locky_server, one_service
 from locky_pony import open_storage
 from locky_pony.revision_bus import RevisionBus
 

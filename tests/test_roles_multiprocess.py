@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET
-from locky.testing.server import free_port, locky_server
+from support.server import free_port, locky_server
 
 pytestmark = pytest.mark.server
 

@@ -18,9 +18,9 @@ import pytest
 from locky.settings import SettingsError
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 from locky.testing.databases import engine, run_sql
-from locky.testing.server import locky_server
+from support.server import locky_server
 from locky.app import create_app
-from locky.testing.pgbouncer import pgbouncer
+from support.pgbouncer import pgbouncer
 
 PASSWORD = "a long test password 42"
 SECRET = "scale-out-test-secret-" + "k3Rw8" * 8

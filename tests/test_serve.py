@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from locky.testing.server import ServerProcess, free_port, locky_server, stop
+from support.server import ServerProcess, free_port, locky_server, stop
 
 pytestmark = pytest.mark.server
 

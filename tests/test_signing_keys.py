@@ -50,7 +50,7 @@ from locky import utcnow
 from locky.sealing import SealError, Sealer
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient
 from locky.testing.databases import run_sql
-from locky.testing.server import ServerProcess, locky_server
+from support.server import ServerProcess, locky_server
 
 # HS384/HS512 with the 45-byte test secret is below RFC 7518's key size (PyJWT warns).
 pytestmark = pytest.mark.filterwarnings("ignore::jwt.warnings.InsecureKeyLengthWarning")

@@ -25,7 +25,7 @@ import pytest
 from locky import webhook_sender, webhook_targets
 from locky.client import InvalidSignature, verify_signature
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient
-from locky.testing.server import ServerProcess, free_port, locky_server
+from support.server import ServerProcess, free_port, locky_server
 from webhook_receiver import Receiver, closed_port
 
 WEBHOOKS = "/v1/private/webhooks"

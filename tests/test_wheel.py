@@ -125,6 +125,10 @@ def test_the_wheel_holds_the_core_packages_and_no_tests(names):
                    "locky/testing/__init__.py"):
         assert module in names, module
     assert not any(name.startswith(("tests/", "plugins/", "policies/")) for name in names)
+    # The project's own test infrastructure (tests/support) is not for plugin authors.
+    for module in ("server", "pgbouncer", "replica_cluster"):
+        assert f"locky/testing/{module}.py" not in names, module
+        assert not any(name.endswith(f"support/{module}.py") for name in names), module
     assert not any(name.endswith((".pyc", ".sqlite", ".secret")) for name in names)
 
 

@@ -20,7 +20,7 @@ from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable
 
-from locky.testing.server import free_port
+from support.server import free_port
 
 
 @dataclass

@@ -25,7 +25,7 @@ import pytest
 
 from locky.testing import ADMIN_EMAIL, TEST_SECRET, Account, LockyClient, MailBox
 from locky.testing.databases import run_sql, scratch_database, unreachable
-from locky.testing.server import ServerProcess, locky_server
+from support.server import ServerProcess, locky_server
 
 #: The PostgreSQL server of the suite's ``postgres`` cases: as for every backend test
 #: (tests/backends.py), only one named by ``LOCKY_TEST_POSTGRES_URL``, never a guess.

@@ -14,7 +14,7 @@ from http.client import HTTPException
 import pytest
 
 from locky.testing import ADMIN_EMAIL
-from locky.testing.server import stop
+from support.server import stop
 
 from harden import STRONG, account, fresh_database, http, query, served
 

@@ -18,7 +18,7 @@ import pytest
 from locky.app import create_app
 from locky.settings import SettingsError
 from locky.testing import TEST_SECRET, make_settings
-from locky.testing.server import free_port
+from support.server import free_port
 
 def shipped_policy(tmp_path: Path) -> Path:
     """A copy of the shipped policy files to break."""

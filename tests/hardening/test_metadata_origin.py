@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from locky.app import create_app
 from locky.client import TokenVerifier, VerifierError
 from locky.testing import LockyClient, make_settings
-from locky.testing.server import free_port
+from support.server import free_port
 
 METADATA = "/.well-known/oauth-authorization-server"
 JWKS = "/.well-known/jwks.json"

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from locky.testing import PASSWORD
-from locky.testing.server import locky_server
+from support.server import locky_server
 
 pytestmark = pytest.mark.server
 HELD = 4  # bad connections held at once (the four)

@@ -23,7 +23,7 @@ import pytest
 
 from locky.testing import PASSWORD
 from locky.testing.databases import engine
-from locky.testing.server import locky_server
+from support.server import locky_server
 
 from proxy import TcpProxy
 

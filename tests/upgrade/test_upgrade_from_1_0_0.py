@@ -30,7 +30,7 @@ import pytest
 
 from locky.app import create_app
 from locky.testing import LockyClient, make_settings
-from locky.testing.server import free_port, locky_server, stop
+from support.server import free_port, locky_server, stop
 from upgrade_checks import Http, check_reads_back, check_writes, expected, login, refresh_token
 from upgrade_dumps import empty, load, schema_version, set_schema_version, snapshot
 

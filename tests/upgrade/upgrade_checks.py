@@ -50,7 +50,7 @@ class Http:
 
     @classmethod
     def real(cls, server) -> "Http":
-        """Over real HTTP to a :class:`locky.testing.server.ServerProcess`."""
+        """Over real HTTP to a :class:`support.server.ServerProcess`."""
 
         def send(method, path, body, headers, params):
             status, _, answer = server.request(method, path + ("?" + urlencode(params) if params else ""),

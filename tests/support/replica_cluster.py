@@ -24,7 +24,7 @@ from typing import Iterator
 
 import pytest
 
-from locky.testing.server import free_port
+from .server import free_port
 
 
 def _bin_dir() -> Path | None:
