@@ -305,7 +305,7 @@ def test_mysql_speaks_pymysql_where_mysqlclient_is_installed_too(mysql_database,
 def test_pony_imported_with_mysqlclient_first_stops_with_a_message(tmp_path):
     script = ("import sys, pony.orm.dbproviders.mysql as p; assert p.mysql_module_name == 'MySQLdb'\n"
               "from locky.settings import SettingsError\n"
-              "from locky_pony.database import pymysql_provider\n"
+              "from locky_pony.compat import pymysql_provider\n"
               "try:\n    pymysql_provider()\nexcept SettingsError as exc:\n    print(exc)\n")
     done = _beside_mysqlclient(tmp_path, script, "")
     assert done.returncode == 0, done.stderr[-3000:]

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from pony.orm import core, db_session
+from pony.orm import db_session
 
 from locky import Conflict, LockyError, hookimpl
 from locky.storage import CachingStorage
 
 from . import data_version, schema
 from .audit import AuditStore, DeliveryStore, WebhookStore
+from .compat import in_db_session
 from .database import bind_arguments, open_database
 from .deadline import WATCHDOG
 from .guard import CONFLICT, classify, from_database, transaction, unavailable, writes_refused
@@ -69,7 +70,7 @@ class PonyStorage:
         """One ``db_session`` around the block: the store calls in it join it (their own
         transactions are skipped inside a caller's session) and commit together. On
         MariaDB/MySQL the block runs at READ COMMITTED (its first statement says so)."""
-        if core.local.db_session is not None:
+        if in_db_session():
             yield
             return
         try:

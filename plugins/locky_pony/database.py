@@ -6,9 +6,7 @@ runs at startup (``Storage.migrate``) and ``locky migrate`` runs on demand.
 
 from __future__ import annotations
 
-import importlib
 import sqlite3
-import sys
 import time
 from typing import Any, Callable
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -17,7 +15,7 @@ from pony.orm import Database
 
 from locky import Settings, SettingsError
 
-from . import pool
+from . import compat, pool
 from .deadline import WATCHDOG
 from .entities import define_entities
 from .guard import first_line
@@ -71,39 +69,8 @@ def bind_arguments(settings: Settings, url: str | None = None, name: str = "LOCK
     }
 
 
-MYSQL_PROVIDER = "pony.orm.dbproviders.mysql"
 #: SQLite's ``synchronous`` setting on every connection: FULL (2), acknowledged means durable.
 SQLITE_SYNCHRONOUS = "FULL"
-
-
-def pymysql_provider():
-    """Pony's MySQL provider module, speaking PyMySQL (``locky[mysql]``).
-
-    Pony takes mysqlclient (``MySQLdb``) instead whenever it is installed, and decides
-    once, when its provider module is first imported. Locky's pool, reader and error
-    rules are written and tested for PyMySQL (mysqlclient's connections, for one, do
-    not tell whether a transaction is open), so the module is imported here with
-    ``MySQLdb`` hidden; a host that has mysqlclient for other programs keeps it.
-    Raises :class:`SettingsError` if the module was already imported with mysqlclient
-    (by the embedding program's own Pony database), which cannot be undone in-process.
-    """
-    module = sys.modules.get(MYSQL_PROVIDER)
-    if module is None:
-        absent = object()
-        hidden = sys.modules.get("MySQLdb", absent)
-        sys.modules["MySQLdb"] = None  # type: ignore[assignment]  # "import MySQLdb" fails
-        try:
-            module = importlib.import_module(MYSQL_PROVIDER)
-        finally:
-            if hidden is absent:
-                del sys.modules["MySQLdb"]
-            else:
-                sys.modules["MySQLdb"] = hidden
-    if module.mysql_module_name != "pymysql":
-        raise SettingsError("Pony's MySQL provider was imported with mysqlclient (MySQLdb) before Locky"
-                            " bound its database; Locky speaks PyMySQL: create Locky's app first, or"
-                            " uninstall mysqlclient")
-    return module
 
 
 def open_database(settings: Settings):
@@ -124,7 +91,8 @@ def open_database(settings: Settings):
     arguments = bind_arguments(settings)
     try:
         if arguments["provider"] == "mysql":
-            pymysql_provider()
+            # Pony would take mysqlclient when installed; Locky speaks PyMySQL.
+            compat.pymysql_provider()
         db.bind(**arguments)
     except SettingsError:
         raise
@@ -137,14 +105,14 @@ def open_database(settings: Settings):
         raise SettingsError(f"cannot connect to the database: {type(exc).__name__}: {first_line(exc, None)}") from None
     # Pony connects once more after a broken connection; not within a call the watchdog
     # cut for taking too long (that would double it).
-    should_reconnect = db.provider.should_reconnect
-    db.provider.should_reconnect = lambda exc: not WATCHDOG.cut_here() and should_reconnect(exc)
+    compat.veto_reconnect(db, WATCHDOG.cut_here)
     dialect = db.provider.dialect
     if arguments["provider"] != "sqlite":
         # Engines with a server: one bounded pool per process, watched (pool.py).
         pool.install(db, settings.database_pool_size, settings.database_pool_timeout, settings.db_timeout)
     if dialect == "PostgreSQL":
-        _use_bigserial(db.provider)
+        # Pony's PostgreSQL ids are 32-bit SERIAL; the contract's are 64-bit.
+        compat.use_bigserial(db)
     entities = define_entities(db, dialect)
     db.generate_mapping(create_tables=False, check_tables=False)
     return db, entities
@@ -163,22 +131,3 @@ def _while_locked(run: Callable[[], Any], timeout: float) -> Any:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
-
-
-def _use_bigserial(provider) -> None:
-    """Make auto-increment ids 64-bit on PostgreSQL, as on the other engines.
-
-    Pony 0.7 writes ``SERIAL`` (32-bit) for every auto primary key on PostgreSQL, even
-    with ``size=64``; the contract's ids are 64-bit. Set on this provider instance only.
-    """
-    from pony.orm.dbproviders.postgres import PGColumn, PGSchema
-
-    class BigSerialColumn(PGColumn):
-        @property
-        def auto_template(self) -> str:
-            return "BIGSERIAL PRIMARY KEY" if self.sql_type.upper() == "BIGINT" else "SERIAL PRIMARY KEY"
-
-    class BigSerialSchema(PGSchema):
-        column_class = BigSerialColumn
-
-    provider.dbschema_cls = BigSerialSchema

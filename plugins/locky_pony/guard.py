@@ -24,11 +24,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pony.orm import core, db_session
+from pony.orm import (CacheIndexError, CommitException, ConnectionClosedError, DBException, IsolationError,
+                      OrmError, RollbackException, TransactionIntegrityError, db_session)
 
 from locky import Conflict, LockyError, Unavailable
 from locky.storage import WritesRefused
 
+from .compat import PartialCommitException, in_db_session, session_databases
 from .deadline import WATCHDOG
 
 log = logging.getLogger("locky.storage")
@@ -70,7 +72,7 @@ _SESSION_DATABASES: ContextVar[tuple] = ContextVar("locky_session_databases", de
 #: commits (see :func:`before_commit`).
 _BEFORE_COMMIT: ContextVar[tuple[Callable[[], None], ...]] = ContextVar("locky_before_commit", default=())
 
-_WRAPPERS = (core.CommitException, core.PartialCommitException, core.RollbackException)
+_WRAPPERS = (CommitException, PartialCommitException, RollbackException)
 
 
 def root_cause(exc: BaseException) -> BaseException:
@@ -92,19 +94,19 @@ def _names(exc: BaseException) -> set[str]:
 def classify(exc: BaseException) -> str:
     """``conflict``, ``transient`` (run the transaction again), ``lost`` (the connection
     broke) or ``broken`` (anything else)."""
-    if isinstance(exc, (core.CacheIndexError, core.TransactionIntegrityError)):
+    if isinstance(exc, (CacheIndexError, TransactionIntegrityError)):
         return CONFLICT
-    if isinstance(exc, core.ConnectionClosedError):
+    if isinstance(exc, ConnectionClosedError):
         return LOST
     root = root_cause(exc)
-    if isinstance(root, core.IsolationError):
+    if isinstance(root, IsolationError):
         # Pony's optimistic check: another transaction changed the row first (an update
         # racing a delete); nothing was written, and the retry sees the other's result.
         return TRANSIENT
     names = _names(root)
     if "IntegrityError" in names:
         return CONFLICT
-    if isinstance(exc, core.IsolationError):  # the same check, wrapped around another cause
+    if isinstance(exc, IsolationError):  # the same check, wrapped around another cause
         return TRANSIENT
     module = type(root).__module__ or ""
     if module.startswith("psycopg2"):
@@ -150,7 +152,7 @@ def classify(exc: BaseException) -> str:
 def from_database(exc: BaseException) -> bool:
     """Whether ``exc`` came from Pony or a database driver (not from code of Locky's own
     running inside a transaction)."""
-    if isinstance(exc, (core.OrmError, core.DBException)):
+    if isinstance(exc, (OrmError, DBException)):
         return True
     module = type(root_cause(exc)).__module__ or ""
     return module.startswith(("psycopg2", "pymysql", "sqlite3", "pony"))
@@ -161,7 +163,7 @@ def _may_run_again(exc: BaseException, kind: str) -> bool:
         return True
     # A connection lost during the commit may have committed: running a write again
     # could apply it twice. Lost anywhere before that, the server rolled it back.
-    return kind == LOST and not isinstance(exc, (core.CommitException, core.PartialCommitException))
+    return kind == LOST and not isinstance(exc, (CommitException, PartialCommitException))
 
 
 def transaction(method: Callable | None = None, *, retries: int = 3, conflict: Conflict | None = None,
@@ -184,7 +186,7 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
             return result
         finally:
             # The databases this session used: the one a refused commit belongs to.
-            _SESSION_DATABASES.set(tuple(core.local.db2cache))
+            _SESSION_DATABASES.set(session_databases())
 
     session = db_session(body)
 
@@ -192,7 +194,7 @@ def transaction(method: Callable | None = None, *, retries: int = 3, conflict: C
     def wrapper(*args, **kwargs):
         # Inside a caller's db_session (a batch) this is no transaction of its own:
         # nothing to run again.
-        attempts = 1 if core.local.db_session is not None else retries + 1
+        attempts = 1 if in_db_session() else retries + 1
         started = time.monotonic()
         for attempt in range(attempts):
             _SESSION_DATABASES.set(())

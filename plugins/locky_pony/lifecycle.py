@@ -14,6 +14,7 @@ from typing import Iterable
 
 from locky import Code, Letter, SigningKey, TotpState, User, utcnow
 
+from .compat import dialect_of
 from .guard import transaction
 from .stores import move_cache_revision, user_record
 
@@ -40,7 +41,7 @@ def totp_record(row) -> TotpState:
 def _skip_locked(query, entity):
     """``FOR UPDATE SKIP LOCKED`` where the engine has row locks: rows another
     transaction holds are its business. SQLite's write lock serializes anyway."""
-    if entity._database_.provider.dialect == "SQLite":
+    if dialect_of(entity) == "SQLite":
         return query.for_update()
     return query.for_update(skip_locked=True)
 

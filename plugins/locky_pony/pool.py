@@ -30,6 +30,7 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
+from . import compat
 from .deadline import WATCHDOG
 
 
@@ -150,23 +151,12 @@ def install(db, size: int, timeout: float, call_timeout: float) -> BoundedPool:
     """Give a bound server-engine ``Database`` a :class:`BoundedPool` in place of Pony's
     thread-local one. Pony's own pool object opens connections the way its provider
     means to (driver converters, client encoding), so the new pool opens through it."""
-    provider = db.provider
-    old = provider.pool
-    old.disconnect()  # the connection Pony opened at bind to read the server's version
-
-    def open_connection():
-        old.con = None
-        old._connect()
-        connection, old.con = old.con, None
-        return connection
-
-    pool = BoundedPool(open_connection, size, timeout, call_timeout)
-    if provider.dialect == "MySQL":
+    pool = compat.replace_pool(db, lambda open_connection: BoundedPool(open_connection, size, timeout, call_timeout))
+    if db.provider.dialect == "MySQL":
         from pymysql.constants.SERVER_STATUS import SERVER_STATUS_IN_TRANS
 
         # The reader runs its SELECTs in autocommit (one round trip, no ROLLBACK after);
         # PyMySQL switches a connection's mode only when it differs (one round trip then).
         pool.for_transactions = lambda connection: connection.autocommit(False)
         pool.in_transaction = lambda connection: bool(connection.server_status & SERVER_STATUS_IN_TRANS)
-    provider.pool = pool
     return pool

@@ -52,10 +52,9 @@ import weakref
 from typing import NamedTuple
 
 import orjson
-from pony.orm import core
-
 from locky.storage import stale_ok as caller_takes_stale
 
+from . import compat
 from .deadline import WATCHDOG
 from .guard import LOST, TRANSIENT, classify, quick, root_cause, transaction, unavailable
 from .pool import BoundedPool, PoolTimeout
@@ -95,7 +94,8 @@ class Reader:
         #: Read replicas for the reads that may be a little stale (``stale_ok``).
         self.replicas = replicas
         self.dialect = db.provider.dialect
-        self.pool = db.provider.pool if isinstance(db.provider.pool, BoundedPool) else None
+        pool = compat.pool_of(db)
+        self.pool = pool if isinstance(pool, BoundedPool) else None
         self.direct = None
         bind = dict(bind or {})
         if self.pool is not None:
@@ -146,7 +146,7 @@ class Reader:
         return rows
 
     def _select(self, statement: Statement, params: tuple, stale_ok: bool) -> list[tuple]:
-        if core.local.db_session is not None or self.direct is None:
+        if compat.in_db_session() or self.direct is None:
             return self._in_transaction(statement.pony, params)
         if stale_ok and self.replicas is not None and caller_takes_stale():
             rows = self._on_replica(statement, params)
@@ -170,7 +170,7 @@ class Reader:
         connection, new = pool.connect(transactional=False)
         try:
             if new:
-                self.db.call_on_connect(connection)
+                compat.call_on_connect(self.db, connection)
             postgres = self.direct == "postgres"
             if postgres:
                 connection.autocommit = True

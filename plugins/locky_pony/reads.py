@@ -26,6 +26,7 @@ from pony.orm import Json
 
 from locky import Authenticated, MAX_ID, Page, Permission, Session, User
 
+from . import compat
 from .reader import Reader, Statement
 
 #: The ``locky_meta`` key of the number every change to a user's record moves (schema
@@ -62,7 +63,7 @@ def _converter(record_field: dataclasses.Field) -> Callable[[Any], Any] | None:
 
 
 def column(provider, entity, name: str) -> str:
-    return provider.quote_name(entity._adict_[name].columns[0])
+    return provider.quote_name(compat.column(entity, name))
 
 
 def selected(reader: Reader, entity, name: str, sql: str) -> str:
@@ -70,7 +71,7 @@ def selected(reader: Reader, entity, name: str, sql: str) -> str:
     list of ``reader`` names it. In a packed row (MySQL/MariaDB) text is given one
     collation: ``JSON_ARRAY`` refuses to mix the tables' binary collation with the JSON
     columns' ``utf8mb4_bin`` ("Illegal mix of collations")."""
-    if reader.packs_rows and issubclass(entity._adict_[name].py_type, (str, Json)):
+    if reader.packs_rows and issubclass(compat.attribute_type(entity, name), (str, Json)):
         return f"CONVERT({sql} USING utf8mb4)"
     return sql
 
@@ -86,7 +87,7 @@ class Columns:
         self.sql = ", ".join(selected(reader, entity, f.name, prefix + column(provider, entity, f.name))
                              for f in fields)
         self.converters = [(i, c) for i, c in enumerate(map(_converter, fields)) if c is not None]
-        self.table = provider.quote_name(entity._table_)
+        self.table = provider.quote_name(compat.table(entity))
         self.width = len(fields)
 
     def build(self, row, start: int = 0):
@@ -113,7 +114,7 @@ class RecordReads:
             # alone: from the first live row up to after_id, slower the deeper the page.
             # Without that index it takes the primary key range (id > after_id) or a
             # filter's own index: the same cost on every page. Counts still use it.
-            index = provider.quote_name(f"idx_{entity._table_}__del_token_id")
+            index = provider.quote_name(f"idx_{compat.table(entity)}__del_token_id")
             self.page_from = f"{self.columns.table} IGNORE INDEX ({index})"
         #: The record's columns as a statement selects them (packed on MySQL/MariaDB).
         self.select_list = reader.select_list(self.columns.sql)
@@ -251,7 +252,7 @@ class AuthenticationRead:
         S, U, M = entities.Session, entities.User, entities.Meta
 
         def meta(key: str) -> str:
-            return (f"(SELECT m.{column(provider, M, 'number')} FROM {q(M._table_)} m"
+            return (f"(SELECT m.{column(provider, M, 'number')} FROM {q(compat.table(M))} m"
                     f" WHERE m.{column(provider, M, 'key')} = '{key}')")
 
         #: Called with the cache revision each authentication read (:mod:`.revision_bus`).
@@ -261,7 +262,7 @@ class AuthenticationRead:
                                          f" u.{column(provider, U, 'del_token')}")
         self.statement = reader.statement(
             f"SELECT {select_list}"
-            f" FROM {q(S._table_)} s JOIN {q(U._table_)} u"
+            f" FROM {q(compat.table(S))} s JOIN {q(compat.table(U))} u"
             f" ON u.{column(provider, U, 'uuid')} = s.{column(provider, S, 'user_uuid')}"
             f" WHERE s.{column(provider, S, 'uuid')} = {{}} AND s.{column(provider, S, 'revoked_at')} IS NULL",
             packed=True)

@@ -31,6 +31,7 @@ from pony.orm import commit, db_session
 
 from locky import Migration, SchemaError, SchemaState, utcnow
 
+from . import compat
 from .entities import MYSQL_COLLATIONS
 from .guard import first_line
 from .migrations import LATEST, steps
@@ -113,12 +114,12 @@ def _connection(db):
     so a worker starting while another process writes would wait for it and fail; a
     read needs no lock in WAL mode. Inside :func:`migrate`'s DDL session the connection
     is already in its transaction."""
-    return db._get_cache().prepare_connection_for_query_execution()
+    return compat.session_connection(db)
 
 
 def _stored_version(db) -> int:
     provider = db.provider
-    if not provider.table_exists(_connection(db), META):
+    if not compat.table_exists(db, _connection(db), META):
         return 0
     q = provider.quote_name
     rows = db.select(f"SELECT {q('number')} FROM {q(META)} WHERE {q('key')} = 'schema_version'")
@@ -147,7 +148,7 @@ def _record_history(db, version: int, applied: dict[int, datetime]) -> None:
     """Give every version up to ``version`` its history row once the table exists:
     with the time it ran in this process, or none for steps run before history was kept."""
     provider = db.provider
-    if not provider.table_exists(_connection(db), HISTORY):
+    if not compat.table_exists(db, _connection(db), HISTORY):
         return
     q = provider.quote_name
     known = {int(v) for v in db.select(f"SELECT {q('version')} FROM {q(HISTORY)}")}
@@ -166,7 +167,7 @@ def _check_tables(db) -> None:
     their collation is a binary one."""
     provider = db.provider
     try:
-        db.schema.check_tables(provider, _connection(db))
+        compat.check_tables(db, _connection(db))
     except Exception as exc:
         raise SchemaError(f"the database tables do not match this Locky: {first_line(exc, 300)}") from None
     if provider.dialect == "MySQL":
@@ -176,7 +177,7 @@ def _check_tables(db) -> None:
 def _check_mysql_collations(db) -> None:
     """Refuse tables made elsewhere with a case- or accent-insensitive collation: the
     uniqueness rules would differ from the other engines'."""
-    tables = ", ".join(f"'{table.name}'" for table in db.schema.tables.values())
+    tables = ", ".join(f"'{name}'" for name in compat.mapped_tables(db))
     rows = db.select(
         "SELECT table_name, table_collation FROM information_schema.tables"
         f" WHERE table_schema = DATABASE() AND table_name IN ({tables})"

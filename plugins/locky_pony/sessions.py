@@ -12,6 +12,7 @@ import time
 
 from locky import Authenticated, Session, User, utcnow
 
+from .compat import dialect_of
 from .guard import transaction
 from .reader import Reader
 from .reads import AuthenticationRead
@@ -174,7 +175,7 @@ class LoginThrottle:
     def _prune(self, now: float, window: int, batch: int, keep: str | None = None) -> int:
         cutoff = now - 2 * window
         rows = self.e.Throttle.select(lambda t: t.window_start <= cutoff and t.key != keep)
-        if self.e.Throttle._database_.provider.dialect != "SQLite":
+        if dialect_of(self.e.Throttle) != "SQLite":
             # Rows another transaction holds (a hit on that key) are its business: skip
             # them rather than wait, so two pruning logins never wait for each other.
             rows = rows.for_update(skip_locked=True)

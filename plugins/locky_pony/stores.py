@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable
 
 from locky import Conflict, Group, Invalid, Member, NotFound, Page, Permission, Role, User, utcnow
 
+from . import compat
 from .guard import integrity_errors, transaction
 from .reader import Reader
 from .reads import CACHE_REVISION, RecordReads, column, is_id
@@ -147,8 +148,7 @@ class Collection:
     def updatable(self) -> frozenset[str]:
         """The fields ``update`` may change: the entity's own columns, less those storage
         keeps itself (ids, uuid, timestamps, the delete token)."""
-        columns = {a.name for a in self.entity._attrs_ if not a.is_collection and not a.is_relation}
-        return frozenset(columns - STORAGE_OWNED)
+        return compat.plain_attributes(self.entity) - STORAGE_OWNED
 
     def _live(self, id: int):
         """The live row ``id``, locked for the rest of the transaction (see the module's
@@ -346,14 +346,14 @@ class MemberStore(Collection):
         found = self.entities.Role.get(name=name, del_token=0) if isinstance(name, str) else None
         if found is None:
             return False
-        db = self.entity._database_
+        db = compat.database_of(self.entity)
         provider = db.provider
         if provider.dialect == "SQLite":
             return True
         role = self.entities.Role
         share = "FOR SHARE" if provider.dialect == "PostgreSQL" else "LOCK IN SHARE MODE"
         sql = (f"SELECT {column(provider, role, 'name')}, {column(provider, role, 'del_token')}"
-               f" FROM {provider.quote_name(role._table_)} WHERE {column(provider, role, 'id')} = $id {share}")
+               f" FROM {provider.quote_name(compat.table(role))} WHERE {column(provider, role, 'id')} = $id {share}")
         rows = db.select(sql, {"id": found.id})
         return bool(rows) and tuple(rows[0]) == (name, 0)
 
