@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 import pluggy
 
 if TYPE_CHECKING:
+    import argparse
+
     import falcon
     from apispec import APISpec
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from locky.records import Identity
     from locky.registry import Registry
     from locky.routes import Route
+    from locky.settings import PluginSettings
 
 hookspec = pluggy.HookspecMarker("locky")
 
@@ -40,6 +43,50 @@ def locky_addhooks(pluginmanager: pluggy.PluginManager) -> None:
     Called when the plugin is registered, before any other hook. Call
     ``pluginmanager.add_hookspecs(module)`` so other plugins can implement your hooks.
     Returns nothing.
+    """
+
+
+@hookspec
+def locky_add_settings(settings: PluginSettings) -> None:
+    """Declare your plugin's own settings, as pytest's ``pytest_addoption`` does.
+
+    A plugin's options live in a ``[plugins.NAME]`` table of the TOML settings file and
+    reach it as ``context.settings.extra[NAME]`` (a dict; ``{}`` when the table is absent).
+    Call ``settings.add_table("NAME", options={"url": "where ...", ...})`` for each table
+    your plugin reads, naming the options it may hold with a line of help each (``options=None``
+    accepts any). Startup stops, listing the known names, on a ``[plugins.NAME]`` table no
+    loaded plugin declares (a misspelt name, or the table of a plugin that is not loaded) and
+    on an option its table does not declare. A table named after a loaded plugin (its
+    module's name, with or without the ``locky_`` prefix: ``[plugins.redis]`` for
+    ``locky_redis``) is accepted without a declaration, its options unchecked.
+
+    ``settings.add_check(check)`` adds ``check(settings)``, which raises
+    :class:`locky.SettingsError` with a message that says what to fix; ``locky check``
+    runs every check, in the order the plugins were registered, after the secret and
+    before the database (the bundled Casbin authorizer checks its policy files so).
+
+    Called once per plugin manager (every app, ``locky check``, ``locky plugins``), after
+    every plugin is registered and before any provider is built. Returns nothing.
+    """
+
+
+@hookspec
+def locky_add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Add subcommands to the ``locky`` command, as tox's ``tox_add_option`` does.
+
+    ``subparsers`` is the ``argparse`` sub-parser action of ``locky``: add yours with
+    ``command = subparsers.add_parser("NAME", help="...")`` and its arguments, and say
+    what runs it with ``command.set_defaults(run=function)``. Locky calls
+    ``function(args, settings)`` with the parsed arguments and the loaded settings and
+    exits with the number it returns; ``command.set_defaults(run=function,
+    offline=True)`` calls ``function(args, None)`` without reading settings (a command
+    that needs no database or configuration, such as ``locky policy``, then works on a
+    machine whose settings are broken). Raise :class:`locky.SettingsError` to stop
+    with its message and status 2. A name Locky or another plugin uses stops the command
+    with argparse's own error.
+
+    Called once when ``locky`` starts, with the plugins the settings load (the bundled
+    ones and the defaults when the settings cannot be read). Returns nothing.
     """
 
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import pluggy
 
 from locky import hookspecs
-from locky.settings import Settings, SettingsError
+from locky.settings import PluginSettings, Settings, SettingsError
 
 ENTRY_POINT_GROUP = "locky"
 hookimpl = pluggy.HookimplMarker("locky")
@@ -71,15 +71,42 @@ def build_plugin_manager(settings: Settings | None = None, plugins: Iterable[Any
                                 f" entry point nor importable: {exc}") from None
         pm.register(module, name=name)
     for plugin in plugins:
-        pm.register(plugin)
+        _register_object(pm, plugin)
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
         raise SettingsError(f"a plugin implements an unknown hook: {exc}") from None
+    declared_settings(pm).refuse_unknown(settings.extra, [name for name, plugin in pm.list_name_plugin()
+                                                          if plugin is not None])
     if settings.trace_plugins:
         pm.trace.root.setwriter(log.debug)
         pm.enable_tracing()
     return pm
+
+
+def _register_object(pm: pluggy.PluginManager, plugin: Any) -> None:
+    """Register a plugin object given to :func:`locky.create_app`, once: a module that
+    ``LOCKY_PLUGINS`` or an entry point loaded already, or one listed twice, is in use
+    as it is; another object under a name in use stops startup with both named."""
+    if pm.is_registered(plugin):
+        return
+    name = pm.get_canonical_name(plugin)
+    if pm.is_blocked(name):
+        return
+    taken = pm.get_plugin(name)
+    if taken is not None:
+        raise SettingsError(f"two different plugins are named {name!r}: {taken!r} is loaded, and the plugin"
+                            f" object {plugin!r} passed to create_app has that name too; give one another"
+                            " name (a module's is its import path)")
+    pm.register(plugin)
+
+
+def declared_settings(pm: pluggy.PluginManager) -> PluginSettings:
+    """What the loaded plugins declare with ``locky_add_settings``: their ``[plugins.NAME]``
+    tables and their checks."""
+    declared = PluginSettings()
+    pm.hook.locky_add_settings(settings=declared)
+    return declared
 
 
 def _load_entry_points(pm: pluggy.PluginManager, *, named: Iterable[str], autoload: bool) -> None:

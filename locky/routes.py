@@ -18,6 +18,8 @@ from marshmallow import Schema
 from locky.records import MAX_ID
 
 BASE_PATH = "/v1"
+#: The methods an :class:`Operation` may declare, as Swagger 2.0 writes them.
+METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 ID_PARAMETER = {
     "in": "path",
     "name": "id",
@@ -51,6 +53,15 @@ class Operation:
     errors: tuple[int, ...] = ()
     description: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Swagger keys operations by the lowercase method; "POST" would reach apispec and
+        # fail there, far from the route that declared it, so it is written as "post".
+        method = self.method.lower() if isinstance(self.method, str) else self.method
+        if method not in METHODS:
+            raise ValueError(f"Operation({self.method!r}, {self.summary!r}): the method must be one of"
+                             f" {', '.join(METHODS)} (any case)")
+        object.__setattr__(self, "method", method)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from locky.client_address import parse_networks
 
@@ -632,3 +632,61 @@ def _coerce(name: str, annotation: str, raw: Any) -> Any:
     if raw is None:
         return None
     return str(raw).strip() if name != "jwt_secret" else str(raw)
+
+
+class PluginSettings:
+    """What plugins declare through the ``locky_add_settings`` hook: the ``[plugins.NAME]``
+    tables each reads, with the options a table may hold, and the checks ``locky check`` runs.
+
+    A table nobody declares is refused (:meth:`refuse_unknown`) unless it is named after
+    a loaded plugin, so that a misspelt ``[plugins.NAME]`` stops startup instead of
+    leaving a plugin on its defaults unnoticed.
+    """
+
+    def __init__(self) -> None:
+        #: Table name -> the options it may hold (``None``: any) with their help.
+        self.tables: dict[str, dict[str, str] | None] = {}
+        self.checks: list[Callable[["Settings"], None]] = []
+
+    def add_table(self, name: str, options: Mapping[str, str] | None = None) -> None:
+        """Declare the table ``[plugins.NAME]`` and the options it may hold (each with its
+        help); declaring a name again adds options to it."""
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            raise SettingsError(f"a plugin declares the settings table {name!r}: a table name is letters,"
+                                " digits, '_' and '-'")
+        if options is None or self.tables.get(name, {}) is None:
+            self.tables[name] = None
+            return
+        self.tables[name] = {**(self.tables.get(name) or {}), **dict(options)}
+
+    def add_check(self, check: Callable[["Settings"], None]) -> None:
+        """Add ``check(settings)``, run by ``locky check``; it raises :class:`SettingsError`."""
+        self.checks.append(check)
+
+    def refuse_unknown(self, extra: Mapping[str, Any], plugin_names: Iterable[str]) -> None:
+        """Raise :class:`SettingsError` for a ``[plugins.NAME]`` table in ``extra`` that no
+        plugin declares and no loaded plugin is named after, or an option its declared
+        table does not hold; the message lists the known names."""
+        known = dict(self.tables)
+        for plugin in plugin_names:
+            last = plugin.rsplit(".", 1)[-1]
+            for name in (plugin, last, last.removeprefix("locky_")):
+                known.setdefault(name, None)
+        unknown = sorted(set(extra) - set(known))
+        if unknown:
+            names = ", ".join(f"[plugins.{name}]" for name in unknown)
+            declared = ", ".join(sorted(set(self.tables) | {n.rsplit(".", 1)[-1].removeprefix("locky_")
+                                                           for n in plugin_names}))
+            hints = [f"[plugins.{close[0]}] for [plugins.{name}]" for name in unknown
+                     if (close := difflib.get_close_matches(name, list(known), n=1))]
+            maybe = f" (did you mean {', '.join(hints)}?)" if hints else ""
+            raise SettingsError(f"no loaded plugin reads {names}{maybe}; the tables known are those of the"
+                                f" loaded plugins: {declared or 'none'} (load a plugin with LOCKY_PLUGINS)")
+        for name, values in extra.items():
+            options = known.get(name)
+            if options is None or not isinstance(values, Mapping):
+                continue
+            strange = sorted(set(values) - set(options))
+            if strange:
+                raise SettingsError(f"[plugins.{name}] holds unknown option(s): {', '.join(strange)}; known:"
+                                    f" {', '.join(sorted(options)) or 'none'}")

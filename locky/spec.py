@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+import warnings
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
 from apispec import APISpec
+from apispec.exceptions import DuplicateComponentNameError
 from apispec.ext.marshmallow import MarshmallowPlugin
 
 from locky import audit_schemas
 from locky import schemas as s
 from locky.routes import BASE_PATH, ID_PARAMETER, Route
+from locky.settings import SettingsError
 
 TITLE = "Locky API"
 #: The API document's version, "1.0.0" as the contract says, whatever the package's own
@@ -128,10 +132,13 @@ def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
     protected: set[tuple[str, str]] = set()
     for route in routes:
         if route.in_spec:
-            spec.path(path=route.spec_path, operations={op.method: _operation(route, op) for op in route.operations})
+            with _one_name_per_schema(f"the route {route.path}"):
+                spec.path(path=route.spec_path,
+                          operations={op.method: _operation(route, op) for op in route.operations})
             protected.update((route.spec_path, op.method) for op in route.operations if not op.public)
     if hook is not None:
-        hook.locky_swagger(spec=spec, context=context)
+        with _one_name_per_schema("a locky_swagger hook"):
+            hook.locky_swagger(spec=spec, context=context)
     document = spec.to_dict()
     schemes = list(document.get("securityDefinitions", {}))
     # After the plugins' hook, so that their operations list the server's answers too.
@@ -143,6 +150,32 @@ def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
                 _list_schemes(operation, schemes)
             operation["responses"] = _with_server_errors(operation["responses"])
     return document
+
+
+@contextmanager
+def _one_name_per_schema(where: str) -> Iterator[None]:
+    """Stop startup when a plugin's schema would take a definition name already taken.
+
+    apispec names a marshmallow schema class after itself (``UserSchema`` is ``User``) and,
+    when that name is taken, renames it ``User1`` with only a warning: the document would
+    then describe a plugin's body under a name a client cannot guess, or a plugin would
+    believe it answers with Locky's ``User``. Registering a taken name outright
+    (``spec.components.schema``) raises apispec's own error, told here in Locky's words."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="Multiple schemas resolved to the name", category=UserWarning)
+        try:
+            yield
+        except UserWarning as exc:
+            name = re.search(r"the name (\S+)\.", str(exc))
+            taken = name.group(1) if name else "?"
+            raise SettingsError(
+                f"{where}: a schema resolves to the Swagger definition name {taken!r}, which another schema"
+                " already has; rename the schema class (apispec names UserSchema \"User\"), or register it"
+                " under a name of its own in locky_swagger with spec.components.schema(name, schema=...)"
+                " and refer to it by that name") from None
+        except DuplicateComponentNameError as exc:
+            raise SettingsError(f"{where}: {str(exc).rstrip('.')}; Swagger definition names are shared by Locky and every"
+                                " plugin: choose a name of your own (e.g. prefixed with your plugin's)") from None
 
 
 def _list_schemes(operation: dict[str, Any], schemes: list[str]) -> None:

@@ -267,7 +267,7 @@ def test_locky_policy_test_runs_the_shipped_cases_without_a_file(capsys, tmp_pat
     import tomllib
 
     from locky.cli.main import main
-    from locky.cli.policy import shipped_cases
+    from locky_casbin.commands import shipped_cases
 
     assert shipped_cases().is_file() and shipped_cases().name == "cases.csv"
     assert "locky policy test --policy ./my-policy" in README

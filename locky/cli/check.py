@@ -1,7 +1,8 @@
 """``locky check`` and the offline parts of ``locky plugins`` and ``locky spec``.
 
 ``check`` verifies, in the order an operator fixes them: the plugins and the provider
-named for each slot, the stored secret, the policy files, that the database exists, and
+named for each slot, the stored secret, the plugins' own checks (the policy files), that the
+database exists, and
 finally the whole app, built as ``locky serve`` builds it (schema version included). It
 prints what it checked: the database URL with any password masked, the schema version,
 the policy directory and the provider chosen for each slot.
@@ -80,16 +81,13 @@ def check_secret(settings: Settings) -> None:
         settings.with_secret()  # reads and checks the file; refuses other engines
 
 
-def check_policy(settings: Settings) -> None:
-    """Load the policy files of the bundled ``casbin`` authorizer (another authorizer
-    checks its own when the app is built)."""
-    if settings.authorizer != "casbin":
-        return
-    try:
-        from locky_casbin import policy_files
-    except ImportError:  # blocked or absent: the registry check already said so
-        return
-    policy_files.load(settings.policy_dir)
+def check_plugins(settings: Settings, pm: pluggy.PluginManager) -> None:
+    """Run the checks the plugins declare with ``locky_add_settings`` (the bundled
+    ``casbin`` authorizer loads its policy files when it is the one chosen)."""
+    from locky.plugins import declared_settings
+
+    for check in declared_settings(pm).checks:
+        check(settings)
 
 
 def report(app, settings: Settings) -> list[str]:

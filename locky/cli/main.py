@@ -1,5 +1,6 @@
 """``locky``: the operator's command (serve, migrate, spec, grant-admin, revoke-admin, unlock, keys, plugins,
-check, policy)."""
+check), and the commands plugins add through ``locky_add_commands`` (the bundled Casbin
+authorizer's ``locky policy``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import logging
 import os
 import sys
 
+import pluggy
+
 from locky.cli import check as checks
-from locky.cli import policy as policy_cli
 from locky.clients.commands import version
 from locky.login_limits import LoginLimits
 from locky.settings import Settings, SettingsError
@@ -29,17 +31,38 @@ def _config_option() -> argparse.ArgumentParser:
     return parent
 
 
-def _version_line() -> str:
+def _version_line(pm: pluggy.PluginManager) -> str:
     """``locky --version``: the package's version and the schema version the bundled storage
     writes (``locky migrate`` brings an older database to it), read from the code alone."""
-    from locky_pony.migrations import LATEST
+    storage = pm.get_plugin("locky_pony")  # the bundled storage, unless blocked
+    latest = getattr(getattr(storage, "migrations", None), "LATEST", None)
+    return f"locky {version()}" + (f" (database schema version {latest})" if latest is not None else "")
 
-    return f"locky {version()} (database schema version {LATEST})"
+
+def _command_plugins(argv: list[str]) -> pluggy.PluginManager:
+    """The plugins whose ``locky_add_commands`` add to the command line: those the settings
+    (``--config``, ``LOCKY_CONFIG``, ``LOCKY_*``) load, or the bundled ones and the
+    defaults when the settings cannot be read; the command itself then reports why."""
+    from locky.plugins import build_plugin_manager
+
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--config")
+    config = early.parse_known_args(argv)[0].config
+    quiet = logging.getLogger("locky")
+    was, quiet.disabled = quiet.disabled, True  # the command's own load says what it finds, once
+    try:
+        return build_plugin_manager(Settings.load(config=config))
+    except (SettingsError, OSError):
+        return build_plugin_manager(Settings())
+    finally:
+        quiet.disabled = was
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(pm: pluggy.PluginManager | None = None) -> argparse.ArgumentParser:
+    """``locky``'s arguments: its own commands, then those of the plugins in ``pm``."""
+    pm = pm if pm is not None else _command_plugins([])
     parser = argparse.ArgumentParser(prog="locky", description="Locky access-management service.")
-    parser.add_argument("--version", action="version", version=_version_line(),
+    parser.add_argument("--version", action="version", version=_version_line(pm),
                         help="print the version and the database schema it writes, and exit")
     parser.add_argument("--config", metavar="PATH", help=CONFIG_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
@@ -82,14 +105,20 @@ def _parser() -> argparse.ArgumentParser:
                    parents=config)
     sub.add_parser("check", help="check settings, plugins, policy files and database, say what was checked,"
                    " then exit", parents=config)
-    policy_cli.add_parser(sub)
+    pm.hook.locky_add_commands(subparsers=sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "policy":  # offline: no settings, no database
-        return policy_cli.run(args)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(_command_plugins(argv)).parse_args(argv)
+    run = getattr(args, "run", None)  # a plugin's command (locky_add_commands)
+    if run is not None and getattr(args, "offline", False):  # no settings, no database
+        try:
+            return run(args, None)
+        except SettingsError as exc:
+            print(f"locky: {exc}", file=sys.stderr)
+            return 2
     from locky.cli.logs import configure_logging
 
     configure_logging()
@@ -98,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings.load(config=args.config, **{k: v for k, v in overrides.items() if v is not None})
         if args.command in NEEDS_DATABASE:
             checks.require_database(settings)  # a mistyped path is an error, not a new database
+        if run is not None:
+            return run(args, settings)
         return COMMANDS[args.command](settings, args)
     except SettingsError as exc:
         print(f"locky: {exc}", file=sys.stderr)
@@ -291,9 +322,10 @@ def _check(settings, args) -> int:
     what was checked."""
     from locky.plugins import build_plugin_manager
 
-    checks.registries(settings, build_plugin_manager(settings))
+    pm = build_plugin_manager(settings)
+    checks.registries(settings, pm)
     checks.check_secret(settings)
-    checks.check_policy(settings)
+    checks.check_plugins(settings, pm)
     checks.require_database(settings)
 
     def work(app):

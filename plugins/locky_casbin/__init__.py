@@ -361,3 +361,25 @@ class Explanation:
 @hookimpl
 def locky_register_authorizers(registry):
     registry.add("casbin", CasbinAuthorizer)
+
+
+@hookimpl
+def locky_add_commands(subparsers):
+    """``locky policy check|test|diff``: the offline policy tooling."""
+    from . import commands  # it builds on .tooling, which builds on this module
+
+    commands.add_parser(subparsers)
+
+
+@hookimpl
+def locky_add_settings(settings):
+    """``locky check`` loads the policy files ``LOCKY_POLICY_DIR`` names when this
+    authorizer is the one in use (another authorizer checks its own when built)."""
+    settings.add_check(check_policy)
+
+
+def check_policy(settings) -> None:
+    """Load the policy files of the ``casbin`` authorizer when it is chosen; a problem
+    raises :class:`locky.SettingsError` with the message startup would stop with."""
+    if settings.authorizer == "casbin":
+        policy_files.load(settings.policy_dir)

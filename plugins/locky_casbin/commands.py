@@ -1,4 +1,5 @@
-"""``locky policy check|test|diff``: the offline policy tooling (CONTRACT §10).
+"""``locky policy check|test|diff``: the offline policy tooling (CONTRACT §10), added to
+the ``locky`` command by this plugin's ``locky_add_commands``.
 
 None of these reads settings or opens the database: they work on policy directories
 (``model.conf`` + ``policy.csv``) alone, the shipped one when none is given. Exit status:
@@ -19,6 +20,10 @@ import argparse
 import json
 import sys
 
+from locky import SettingsError
+
+from . import tooling
+
 EPILOG = {
     "check": "exit status: 0 when the policy is in order; 1 when it does not load or has problems",
     "test": "exit status: 0 when every case passes; 1 when a case fails or the policy does not load;"
@@ -29,11 +34,12 @@ EPILOG = {
 
 
 def add_parser(sub) -> None:
-    """Declare ``policy`` and its commands on ``locky``'s subparsers."""
+    """Declare ``policy`` and its commands on ``locky``'s subparsers: offline, run by :func:`run`."""
     policy = sub.add_parser(
         "policy", help="check, test and compare policy files (offline)",
         description="Policy tooling: works on policy directories (model.conf, policy.csv) only;"
                     " no settings, no database.")
+    policy.set_defaults(run=run, offline=True)  # no settings, no database
     commands = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION", help="what to do")
 
     check = commands.add_parser(
@@ -63,7 +69,8 @@ def add_parser(sub) -> None:
         command.add_argument("--json", action="store_true", help="print one JSON object instead of text")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, settings=None) -> int:
+    """Run ``locky policy ACTION``; ``settings`` is ``None`` (the command is offline)."""
     return {"check": _check, "test": _test, "diff": _diff}[args.policy_command](args)
 
 
@@ -80,9 +87,6 @@ def _error(args, message: str, status: int, **data) -> int:
 
 
 def _check(args) -> int:
-    from locky.settings import SettingsError
-    from locky_casbin import tooling
-
     try:
         policy = tooling.open_policy(args.dir)
     except SettingsError as exc:
@@ -113,9 +117,6 @@ def shipped_cases():
 
 
 def _test(args) -> int:
-    from locky.settings import SettingsError
-    from locky_casbin import tooling
-
     if args.cases is None:
         args.cases = str(shipped_cases())
     try:
@@ -161,8 +162,6 @@ def _test(args) -> int:
 
 
 def _print_failure(cases_path: str, policy, outcome) -> None:
-    from locky_casbin import tooling
-
     case = outcome.case
     got = "allow" if outcome.allowed else "deny"
     print(f"FAIL {cases_path}:{case.line}: {case.subject} {case.scope} {case.resource} {case.action}:"
@@ -191,9 +190,6 @@ def _print_failure(cases_path: str, policy, outcome) -> None:
 
 
 def _diff(args) -> int:
-    from locky.settings import SettingsError
-    from locky_casbin import tooling
-
     failure = 2 if args.exit_code else 1
     try:
         old = tooling.open_policy(args.old)
