@@ -22,8 +22,9 @@ from locky.records import FAILED, MAX_ID, PENDING, SUCCEEDED, utcnow
 from locky.registry import ProviderError
 from locky.sealing import SealError, Sealer
 from locky.settings import Settings, SettingsError
-from locky.storage_cache import (
-    USERS, CachingStorage, ChangeBus, current_request, keep_listening, stale_ok,
+from locky.cache import (
+    KEYS, REVISION, USERS, CachingStorage, ChangeBus, Freshness, Keeps, Watcher, current_request, keep_listening,
+    stale_ok,
 )
 from locky.webhook_patterns import selects
 
@@ -43,5 +44,7 @@ __all__ = [
     # Settings and the refusal of a misconfigured provider.
     "ProviderError", "Settings", "SettingsError",
     # The process cache a storage may wrap itself in, and what a change bus builds on.
-    "USERS", "CachingStorage", "ChangeBus", "current_request", "keep_listening", "stale_ok",
+    "USERS", "CachingStorage", "ChangeBus", "Freshness", "Keeps", "current_request", "keep_listening", "stale_ok",
+    # What a cache of stored values follows (locky.cache.declared says which writes move it).
+    "KEYS", "REVISION", "Watcher",
 ]

@@ -5,7 +5,7 @@ What it adds, honestly: Locky checks the caller's session and the policy revisio
 storage on every request, so hosts sharing one database already see a logout or a role
 change at once, without Redis. What that costs is a database round trip or two on every
 authenticated request (the session with its user; the policy revision). This plugin is the storage provider
-``redis-cache``: Locky's :class:`~locky.storage_cache.CachingStorage` around the real
+``redis-cache``: Locky's :class:`~locky.cache.storage.CachingStorage` around the real
 storage (``pony`` by default), which serves those two reads from process memory, with
 Redis pub/sub as its change bus. Every
 write to sessions, users, roles and grants made through Locky on any host is published
@@ -47,7 +47,7 @@ import os
 from contextlib import contextmanager
 
 from locky import SettingsError, hookimpl
-from locky.storage import USERS, CachingStorage as _CachingStorage
+from locky.storage import USERS, CachingStorage as _CachingStorage, Freshness, Keeps
 
 from .invalidation import Listener, Publisher
 
@@ -57,8 +57,13 @@ NAME = "redis-cache"
 
 
 class RedisBus:
-    """The change bus over one Redis channel (:class:`locky.storage_cache.ChangeBus`):
+    """The change bus over one Redis channel (:class:`locky.storage.ChangeBus`):
     an announcement is published after the write, and heard within ``max_staleness``."""
+
+    #: Every announced write is heard: sessions, the policy revision and user records.
+    keeps = Keeps.SESSIONS
+    #: Every host drops what a write replaced within ``max_staleness``.
+    freshness = Freshness.BOUNDED
 
     def __init__(self, client, channel: str, max_staleness: float):
         self.client = client
@@ -73,6 +78,8 @@ class RedisBus:
 
     def fresh(self) -> bool:
         return self.listener is not None and self.listener.fresh()
+
+    fresh_to_store = fresh
 
     @contextmanager
     def changing(self, what: str, drop_here):

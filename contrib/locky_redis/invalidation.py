@@ -1,4 +1,4 @@
-"""Redis pub/sub as the change bus of Locky's storage cache (:mod:`locky.storage_cache`).
+"""Redis pub/sub as the change bus of Locky's storage cache (:mod:`locky.cache`).
 
 :class:`Listener` keeps one Redis pub/sub subscription per process; every host
 publishes what it changed on one channel and every host drops those entries from its

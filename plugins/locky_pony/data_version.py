@@ -13,14 +13,14 @@ Why a cached value is never served after a write that replaced it was answered:
 
 - *Checked in every request.* :meth:`DataVersionBus.fresh` asks before a request's first
   cache read or store, and again after every write the request makes through the cache
-  (a new request marker, :meth:`locky.storage_cache.CachingStorage.changing`); outside
+  (a new request marker, :meth:`locky.cache.storage.CachingStorage.changing`); outside
   requests, before every use. When the number moved, the whole cache is emptied first:
   every commit empties it, whatever it changed. A write is answered only after its
   commit, so any request that starts after the answer sees the new number. A commit of another process that lands while a request
   is being served may not be seen by that request: it is served as of its first check,
   as if it had run a moment earlier, and the next request sees the commit.
 - *Nothing read before a commit is kept after it.* A value read from storage is stored
-  only if no emptying happened since the read began (:meth:`locky.storage_cache.Cache.put`
+  only if no emptying happened since the read began (:meth:`locky.cache.memory.Cache.put`
   checks freshness, always asking (:meth:`DataVersionBus.fresh_to_store`), then the
   generation taken before the read).
 - *Nothing uncommitted is kept.* Inside a Pony session (an ``atomic`` block, or a
@@ -45,17 +45,19 @@ from typing import Callable
 
 from pony.orm import core
 
-from locky.storage import current_request
+from locky.storage import Freshness, Keeps, current_request
 
 log = logging.getLogger("locky.storage")
 
 
 class DataVersionBus:
-    """The change bus of :mod:`locky.storage_cache` over SQLite's ``PRAGMA data_version``."""
+    """The change bus of :mod:`locky.cache` over SQLite's ``PRAGMA data_version``."""
 
     #: Any commit moves the number, whatever it changed: the storage cache may keep the
     #: reads of every record kind, pages and counts included.
-    sees_every_commit = True
+    keeps = Keeps.EVERY_READ
+    #: Checked before a request's first use of the cache, and after each of its writes.
+    freshness = Freshness.NEXT_REQUEST
 
     def __init__(self, path: str, timeout: float):
         self.path = path
@@ -80,7 +82,7 @@ class DataVersionBus:
     def fresh_to_store(self) -> bool:
         """:meth:`fresh` before a value read from storage is kept: always asks (stores
         come after misses, so this costs nothing on the path served from memory). A
-        commit seen here first empties the cache, and :meth:`locky.storage_cache.Cache.put`'s generation
+        commit seen here first empties the cache, and :meth:`locky.cache.memory.Cache.put`'s generation
         check then refuses what was read before it, as it does outside requests."""
         if core.local.db_session is not None:
             return False
@@ -136,7 +138,7 @@ class DataVersionBus:
     def changing(self, what: str, drop_here: Callable[[str], None]):
         # The write's commit moves the number every connection reads: the next check
         # empties the cache of every process, this one included; in this request too, which
-        # has a new marker after the write (locky.storage_cache.CachingStorage.changing).
+        # has a new marker after the write (locky.cache.storage.CachingStorage.changing).
         yield
 
     @contextmanager

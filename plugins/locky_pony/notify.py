@@ -31,7 +31,7 @@ Why a cached value is never served after the write that replaced it was answered
 So a write costs its announcement and one round of acknowledgements (milliseconds),
 and at most one lease when a worker stops answering; a read of a cached session costs
 no database round trip. Writes made by hand in SQL are not announced: entries are kept
-at most ``max_age`` seconds (:class:`locky.storage_cache.CachingStorage`).
+at most ``max_age`` seconds (:class:`locky.cache.storage.CachingStorage`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable
 
-from locky.storage import keep_listening
+from locky.storage import Freshness, Keeps, keep_listening
 
 from .guard import before_commit
 
@@ -58,7 +58,12 @@ ACKS_PER_HEARTBEAT = 200
 
 
 class NotifyBus:
-    """The change bus of :mod:`locky.storage_cache` over PostgreSQL ``LISTEN/NOTIFY``."""
+    """The change bus of :mod:`locky.cache` over PostgreSQL ``LISTEN/NOTIFY``."""
+
+    #: Every announced write is heard: sessions, the policy revision and user records.
+    keeps = Keeps.SESSIONS
+    #: A write returns once every listener has acknowledged it (or its lease ran out).
+    freshness = Freshness.AT_ONCE
 
     def __init__(self, db, connect: Callable[[], object], lease: float):
         self.db = db  # the storage's Pony Database: announcements run in its transactions
@@ -88,6 +93,8 @@ class NotifyBus:
 
     def fresh(self) -> bool:
         return time.monotonic() - self._confirmed < self.lease
+
+    fresh_to_store = fresh
 
     def wait_fresh(self, timeout: float) -> bool:
         """Whether the listener is caught up within ``timeout`` seconds (tests, startup)."""

@@ -22,7 +22,7 @@ Why a cached record is never served after a change that replaced it was answered
   new number can be served a value kept under the old one, and a request that read the
   old one (it began before the change) no longer uses the cache once the new one is in.
 - *Nothing read before a change is kept after it.* A value read from storage is kept
-  only if no emptying happened since the read began (:meth:`locky.storage_cache.Cache.put`).
+  only if no emptying happened since the read began (:meth:`locky.cache.memory.Cache.put`).
 - *A request's own writes.* After a write through the cache the request reads through.
 - *Nothing uncommitted.* Inside a transaction the cache is neither used nor told.
 
@@ -39,16 +39,18 @@ from typing import Callable
 
 from pony.orm import core
 
-from locky.storage import current_request
+from locky.storage import Freshness, Keeps, current_request
 
 
 class RevisionBus:
-    """The change bus of :mod:`locky.storage_cache` over the cache revision that every
+    """The change bus of :mod:`locky.cache` over the cache revision that every
     authentication reads (see the module docstring)."""
 
     #: Only user records come from the cache: the session and the policy revision are
     #: what every request reads to learn the number.
-    caches_only_records = True
+    keeps = Keeps.USER_RECORDS
+    #: The number is read with every request's session.
+    freshness = Freshness.NEXT_REQUEST
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -83,11 +85,13 @@ class RevisionBus:
         return (request is not None and getattr(local, "request", None) is request
                 and local.revision == self._current)
 
+    fresh_to_store = fresh
+
     @contextmanager
     def changing(self, what: str, drop_here: Callable[[str], None]):
         # The write moves the number in its own transaction (the stores do it); this
         # process drops what it names at once. The request has a new marker after it
-        # (locky.storage_cache.CachingStorage.changing): it reads through from now on.
+        # (locky.cache.storage.CachingStorage.changing): it reads through from now on.
         try:
             yield
         finally:

@@ -1,0 +1,165 @@
+"""What every store method does to what processes keep in memory: declared once, here.
+
+Locky keeps copies of what storage holds in several places: the storage cache
+(:class:`locky.cache.storage.CachingStorage`: sessions, user records, the policy
+revision, and under some buses every record read), an authorizer's policy and grants
+(``locky_casbin``), a token backend's signing keys (``locky_jwt``). A copy is honest only
+while every write that makes it stale is known. So each method of each store protocol
+of :mod:`locky.providers` is listed in :data:`STORES`, as a read (:data:`READ`, or
+:data:`KEPT`: a record read the storage cache may keep) or as a write with what it makes
+stale: a *topic* (:data:`REVISION`, :data:`SESSION`, :data:`USER_ID`, :data:`USER_UUID`,
+:data:`KEYS`) and, for one session or user, the argument that names it; a write that
+makes nothing stale that any cache keeps by name is :data:`UNCACHED`.
+
+Each cache says which topics it follows and how it learns of them (a :class:`Watcher`):
+:data:`STORAGE_CACHE` here, ``locky_casbin.POLICY_CACHE`` and ``locky_jwt.keys.KEY_CACHE``
+in their plugins. The storage cache builds its wrappers from this table: a write whose
+topic it follows is announced on its change bus (:mod:`locky.cache.bus`).
+``tests/test_cache_declarations.py`` fails when a store method is missing here, when a
+method declared a read writes, and when a topic is written that no cache follows.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from dataclasses import dataclass
+from functools import cache
+
+from locky import providers
+
+__all__ = ["KEPT", "KEYS", "READ", "REVISION", "SESSION", "STORAGE_CACHE", "STORES", "UNCACHED", "USERS",
+           "USER_ID", "USER_UUID", "Effect", "Watcher", "moves", "write_topic"]
+
+# -- topics: what a write makes stale ---------------------------------------------------
+
+#: The policy revision (:meth:`locky.providers.Storage.revision`): roles and grants.
+REVISION = "revision"
+#: Every user (any cached session's user may have changed): announced by a bus, after
+#: an ``atomic`` block, when it cannot tell which.
+USERS = "users"
+#: One session (``SESSION`` + its uuid).
+SESSION = "session:"
+#: One user by id (``USER_ID`` + id) or by uuid (``USER_UUID`` + uuid): its record and
+#: its sessions.
+USER_ID = "user-id:"
+USER_UUID = "user-uuid:"
+#: The signing keys (:class:`locky.providers.KeyStore`).
+KEYS = "keys"
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What one store method does to the copies processes keep: ``writes`` or not;
+    for a write, the ``topic`` it makes stale (``None``: nothing a cache keeps by name)
+    and the ``argument`` naming the one session or user, whose value goes after the
+    topic; for a read, whether it is ``kept`` (a record read the storage cache may keep
+    when its bus sees every commit)."""
+
+    writes: bool
+    topic: str | None = None
+    argument: str | None = None
+    kept: bool = False
+
+
+#: A read, always served by the store.
+READ = Effect(writes=False)
+#: A record read the storage cache keeps when its bus sees every commit
+#: (:attr:`locky.cache.bus.Keeps.EVERY_READ`).
+KEPT = Effect(writes=False, kept=True)
+#: A write of what no cache keeps by name (a cache of every record read sees its commit).
+UNCACHED = Effect(writes=True)
+
+
+def moves(topic: str, argument: str | None = None) -> Effect:
+    """A write that makes ``topic`` stale (of the session or user ``argument`` names)."""
+    return Effect(writes=True, topic=topic, argument=argument)
+
+
+#: The reads every record store has (:class:`locky.providers.RecordStore`,
+#: :class:`locky.providers.DocumentPages`).
+_RECORD_READS = {"get": KEPT, "get_by_uuid": KEPT, "list": KEPT, "list_documents": KEPT, "count": KEPT}
+
+#: Every method of every store of :class:`locky.providers.Storage`, by the store's name.
+STORES: dict[str, dict[str, Effect]] = {
+    "users": {
+        **_RECORD_READS, "get_by_email": READ, "for_update": READ,
+        "create": UNCACHED,  # nothing cached names a user not made yet
+        "update": moves(USER_ID, "id"),
+        "delete": moves(USER_ID, "id"),  # its sessions end with it: they carry its tags
+        "mark_verified": moves(USER_UUID, "uuid"),
+    },
+    "groups": {**_RECORD_READS, "create": UNCACHED, "update": UNCACHED, "delete": UNCACHED},
+    # Memberships are read live by authorizers (role_of): they move no revision.
+    "members": {**_RECORD_READS, "role_of": READ, "create": UNCACHED, "delete": UNCACHED},
+    "roles": {
+        **_RECORD_READS, "custom_permissions": READ,
+        "create": moves(REVISION), "update": moves(REVISION), "delete": moves(REVISION),
+        "sync_builtin": moves(REVISION),
+    },
+    "sessions": {
+        "identity": READ, "authenticate": READ,  # the storage cache keeps them by hand
+        "create": UNCACHED,  # a missing session is never cached
+        "rotate": moves(SESSION, "uuid"), "revoke": moves(SESSION, "uuid"),
+        "revoke_all": moves(USER_UUID, "user_uuid"),  # every cached session of the user
+    },
+    "throttle": {
+        "hit": UNCACHED, "take": UNCACHED, "reset": UNCACHED, "reset_prefix": UNCACHED,
+        "forgive": UNCACHED, "prune": UNCACHED,
+    },
+    "grants": {
+        "roles_of": READ, "holders": READ,
+        "grant": moves(REVISION), "revoke": moves(REVISION),
+    },
+    "codes": {"find": READ, "count_since": READ, "add": UNCACHED, "use": UNCACHED},
+    "outbox": {"pending": READ, "put": UNCACHED, "claim": UNCACHED, "done": UNCACHED, "retry": UNCACHED},
+    "totp": {
+        "get": READ, "begin": UNCACHED, "use_step": UNCACHED, "use_recovery": UNCACHED,
+        # Turning TOTP on or off changes the user's ``mfa_enabled``.
+        "confirm": moves(USER_UUID, "user_uuid"), "remove": moves(USER_UUID, "user_uuid"),
+    },
+    "keys": {"active": READ, "all": READ, "rotate": moves(KEYS), "prune": moves(KEYS)},
+    "audit": {"list": READ, "add": UNCACHED, "prune": UNCACHED},
+    "webhooks": {"get": READ, "list": READ, "matching": READ, "create": UNCACHED, "delete": UNCACHED},
+    "deliveries": {
+        "get": READ, "list": READ, "pending": READ,
+        "queue": UNCACHED, "claim": UNCACHED, "succeeded": UNCACHED, "retry": UNCACHED, "failed": UNCACHED,
+    },
+}
+
+
+@dataclass(frozen=True)
+class Watcher:
+    """A copy of stored values some process keeps: its ``name``, the ``topics`` whose
+    writes make it stale, and how it ``learns`` of them."""
+
+    name: str
+    topics: frozenset[str]
+    learns: str
+
+
+#: The storage cache (:mod:`locky.cache.storage`).
+STORAGE_CACHE = Watcher(
+    "the storage cache", frozenset({REVISION, USERS, SESSION, USER_ID, USER_UUID}),
+    "every write that moves one of its topics is announced on its change bus (locky.cache.bus),"
+    " as the bus's freshness says",
+)
+
+
+@cache
+def store_protocols() -> dict[str, type]:
+    """The protocol of each store of :class:`locky.providers.Storage`, by its name."""
+    hints = typing.get_type_hints(providers.Storage)
+    return {name: hint for name, hint in hints.items() if isinstance(hint, type) and name in STORES}
+
+
+def write_topic(store: str, method: str):
+    """For a write of ``store.method`` that names one session or user: ``(prefix,
+    position, argument)`` to find the name in a call's arguments (``position`` among
+    the positional ones, else the keyword ``argument``); ``None`` for another method."""
+    effect = STORES[store][method]
+    if effect.argument is None:
+        return None
+    protocol = store_protocols()[store]
+    names = [name for name in inspect.signature(getattr(protocol, method)).parameters if name != "self"]
+    return effect.topic, names.index(effect.argument), effect.argument

@@ -1,0 +1,257 @@
+"""The storage cache: a storage with its per-request reads served from process memory,
+kept honest by a change bus (:mod:`locky.cache.bus`).
+
+Which store methods it serves from memory and which writes it announces come from one
+declaration (:data:`locky.cache.declared.STORES`); what the bus lets it keep comes from
+the bus's declared :attr:`~locky.cache.bus.ChangeBus.keeps`.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from functools import partial
+from typing import Any, Callable
+
+from locky.cache.bus import ChangeBus, Keeps
+from locky.cache.context import request_wrote
+from locky.cache.declared import (
+    REVISION, SESSION, STORAGE_CACHE, STORES, USER_ID, USER_UUID, write_topic,
+)
+from locky.cache.memory import MISSING, Cache, kept
+from locky.records import Authenticated, Page
+
+__all__ = ["CachingStorage", "user_tags"]
+
+
+def user_tags(user) -> tuple[str, str]:
+    """The tags of what is cached for ``user``: its record and its sessions."""
+    return USER_ID + str(user.id), USER_UUID + user.uuid
+
+
+def _announcing(owner: "CachingStorage", inner, store: str, method: str) -> Callable[..., Any]:
+    """``inner.method`` announcing, around each call, what :data:`STORES` says it makes stale."""
+    named = write_topic(store, method)
+    if named is None:
+        what = STORES[store][method].topic
+
+        def write(*args, **kwargs):
+            with owner.changing(what):
+                return getattr(inner, method)(*args, **kwargs)
+    else:
+        prefix, position, argument = named
+
+        def write(*args, **kwargs):
+            one = args[position] if len(args) > position else kwargs[argument]
+            with owner.changing(prefix + str(one)):
+                return getattr(inner, method)(*args, **kwargs)
+    write.__name__ = method
+    return write
+
+
+class _Through:
+    """One store of the wrapped storage: its writes whose topic the storage cache follows
+    are announced (:data:`STORES`); with a bus that keeps every read, its :data:`KEPT`
+    reads come from :meth:`CachingStorage.read`; everything else goes to the wrapped
+    store unchanged."""
+
+    def __init__(self, inner, owner: "CachingStorage", store: str):
+        self._inner = inner
+        for method, effect in STORES[store].items():
+            if hasattr(type(self), method):
+                continue  # served by hand below
+            if effect.writes and effect.topic in STORAGE_CACHE.topics:
+                setattr(self, method, _announcing(owner, inner, store, method))
+            elif effect.kept and owner.caches_everything and hasattr(inner, method):
+                setattr(self, method, partial(owner.read, (store, method), getattr(inner, method)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _wrapped(inner, owner: "CachingStorage", store: str, through: type = _Through):
+    """``inner`` itself when the cache has nothing to do with the store, else its wrapper."""
+    declared = STORES[store].values()
+    if through is _Through and not any(
+            (effect.writes and effect.topic in STORAGE_CACHE.topics) or (effect.kept and owner.caches_everything)
+            for effect in declared):
+        return inner
+    return through(inner, owner, store)
+
+
+class _Users(_Through):
+    """Reads by id and uuid come from the cache: the records are announced whenever
+    they change, and a read by id may be a little stale only as the bus allows."""
+
+    def __init__(self, inner, owner: "CachingStorage", store: str):
+        self._owner = owner
+        super().__init__(inner, owner, store)
+
+    def get(self, id):
+        return self._owner.cached(("user", id), self._inner.get, id)
+
+    def get_by_uuid(self, uuid):
+        if not isinstance(uuid, str):
+            return None
+        return self._owner.cached(("user-uuid", uuid), self._inner.get_by_uuid, uuid)
+
+
+class _Sessions(_Through):
+    """The session with its user, and the policy revision, come from the cache unless
+    the bus keeps only user records."""
+
+    def __init__(self, inner, owner: "CachingStorage", store: str):
+        self._owner = owner
+        super().__init__(inner, owner, store)
+
+    def identity(self, uuid):
+        if not isinstance(uuid, str):
+            return None
+        if self._owner.caches_only_records:
+            return self._inner.identity(uuid)
+        return self._owner.cached(SESSION + uuid, self._inner.identity, uuid)
+
+    def authenticate(self, uuid):
+        """The session with its user and the revision, from the cache when both are there;
+        otherwise one read of the wrapped storage, which refreshes both entries."""
+        if not isinstance(uuid, str):
+            return None
+        if self._owner.caches_only_records:
+            return self._inner.authenticate(uuid)
+        cache = self._owner.cache
+        key = SESSION + uuid
+        identity, revision = cache.get_pair(key, REVISION)
+        if identity is not MISSING:
+            return Authenticated(session=identity[0], user=identity[1], policy_revision=revision)
+        token = cache.token()
+        found = self._inner.authenticate(uuid)
+        if found is not None:  # a missing session may be created later: never cached
+            cache.put(key, (found.session, found.user), token, user_tags(found.user))
+            cache.put(REVISION, found.policy_revision, token)
+        return found
+
+
+class CachingStorage:
+    """``inner`` with its per-request reads cached, kept honest by ``bus``.
+
+    ``max_age`` bounds how long an entry is kept at all: what changes the database
+    without going through a wrapper (a hand-written ``UPDATE``) is seen after it.
+    ``max_entries`` bounds the memory it takes: a full cache is emptied. What the cache
+    keeps is what the bus declares (:class:`~locky.cache.bus.Keeps`): under a bus that
+    keeps only user records (:mod:`locky_pony.revision_bus`) sessions and the policy
+    revision always come from the wrapped storage; under one that keeps every read
+    (:mod:`locky_pony.data_version`, which sees every commit whatever it changed and
+    whoever made it) the reads of every record kind, lists and counts included
+    (:data:`locky.cache.declared.KEPT`), are kept too, in a cache of their own
+    (:meth:`read`) that asks the bus before every use, so that a request that wrote
+    anything (through this wrapper or not) reads its own writes.
+    """
+
+    def __init__(self, inner, bus: ChangeBus, *, max_age: float = 10.0, max_entries: int = 100_000):
+        if not isinstance(bus.keeps, Keeps):
+            raise TypeError(f"{type(bus).__name__}.keeps must be a locky.cache.bus.Keeps, not {bus.keeps!r}")
+        self.inner = inner
+        self.bus = bus
+        self.caches_only_records = bus.keeps is Keeps.USER_RECORDS
+        self.caches_everything = bus.keeps is Keeps.EVERY_READ
+        self.cache = Cache(max_age, bus.fresh, max_entries, bus.fresh_to_store)
+        # Pages weigh their records: ``max_entries`` records in all.
+        self.reads = Cache(max_age, bus.fresh_to_store, max_entries)
+        self.users = _wrapped(inner.users, self, "users", _Users)
+        self.sessions = _wrapped(inner.sessions, self, "sessions", _Sessions)
+        for store in STORES.keys() - {"users", "sessions"}:
+            setattr(self, store, _wrapped(getattr(inner, store), self, store))
+        bus.start(self._heard, self._reset)
+
+    def __getattr__(self, name: str) -> Any:
+        # What the wrapped storage offers beyond the Storage interface (its reader, its
+        # pool statistics) stays reachable.
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    # -- invalidation ------------------------------------------------------------
+
+    @contextmanager
+    def changing(self, what: str):
+        """Around a write of ``inner`` that changes ``what``."""
+        try:
+            with self.bus.changing(what, self._heard):
+                yield
+        finally:
+            request_wrote()
+
+    def cached(self, key, read: Callable[[Any], Any], argument):
+        """``read(argument)`` from the cache under ``key``, else from storage (kept when
+        found: what is missing now may be created later). A session is kept as
+        ``(session, user)``; records and sessions carry their user's tags."""
+        return kept(self.cache, key, lambda: read(argument),
+                    lambda found: {"tags": user_tags(found[1] if isinstance(found, tuple) else found)})
+
+    def read(self, what: tuple[str, str], read: Callable[..., Any], *args, **kwargs):
+        """``read(*args, **kwargs)`` (the record store read ``what``: its store and method)
+        from :attr:`reads`, else from storage (kept unless ``None``). A page comes with a
+        list of its own; its records (and documents) are shared with the cache, for
+        reading only."""
+        key = (what, args, tuple(sorted(kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:  # an argument that cannot be a key (a list of values, say)
+            return read(*args, **kwargs)
+        found = kept(self.reads, key, lambda: read(*args, **kwargs),
+                     lambda found: {"weight": len(found.items) + 1 if isinstance(found, Page) else 1})
+        return Page(list(found.items), found.next_after_id) if isinstance(found, Page) else found
+
+    def _heard(self, what: str) -> None:
+        if self.caches_everything:  # any announcement: a page or count may hold what it names
+            self.reads.clear()
+        if what.startswith(SESSION):
+            self.cache.drop(what)
+        elif what.startswith((USER_ID, USER_UUID)):
+            self.cache.drop_tag(what)
+        elif what == REVISION:
+            self.cache.drop(REVISION)
+        else:  # users (any cached session's user may have changed), or news we do not know
+            self.cache.clear()
+
+    def _reset(self) -> None:
+        self.cache.clear()
+        self.reads.clear()
+
+    # -- Storage -------------------------------------------------------------------
+
+    @contextmanager
+    def atomic(self):
+        try:
+            with self.bus.batch(self._heard), self.inner.atomic():
+                yield
+        finally:
+            request_wrote()
+
+    def revision(self) -> int:
+        if self.caches_only_records:
+            return self.inner.revision()
+        found = self.cache.get(REVISION)
+        if found is not MISSING:
+            return found
+        token = self.cache.token()
+        revision = self.inner.revision()
+        self.cache.put(REVISION, revision, token)
+        return revision
+
+    def schema(self):
+        return self.inner.schema()
+
+    def migrate(self, *, dry_run: bool = False):
+        applied = self.inner.migrate(dry_run=dry_run)
+        if applied and not dry_run:
+            self._reset()  # nothing cached from before the new schema is kept
+        return applied
+
+    def ping(self) -> bool:
+        return self.inner.ping()
+
+    def close(self) -> None:
+        try:
+            self.bus.close()
+        finally:
+            self.inner.close()
