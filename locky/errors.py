@@ -92,13 +92,17 @@ class Forbidden(LockyError):
     """The policy denies the operation: 403. ``title`` replaces Falcon's "403 Forbidden"
     where the contract names the refusal (``Account disabled``, ``Email not verified``)."""
 
-    def __init__(self, description: str = "The policy does not allow this operation.", title: str | None = None):
+    def __init__(self, description: str = "The policy does not allow this operation.", title: str | None = None,
+                 challenge: str | None = None):
         super().__init__(description)
         self.description = description
         self.title = title
+        #: A ``WWW-Authenticate`` value telling the client what would be allowed (RFC 6750
+        #: section 3 lets a 403 carry one), or None.
+        self.challenge = challenge
 
     def __reduce__(self):
-        return (Forbidden, (self.description, self.title))
+        return (Forbidden, (self.description, self.title, self.challenge))
 
 
 class Locked(LockyError):
@@ -163,9 +167,10 @@ def to_http(error: LockyError) -> falcon.HTTPError:
     if isinstance(error, Unauthorized):
         return falcon.HTTPUnauthorized(description=error.description, challenges=list(error.challenges))
     if isinstance(error, Forbidden):
+        headers = {"WWW-Authenticate": error.challenge} if error.challenge else None
         if error.title:
-            return falcon.HTTPForbidden(title=error.title, description=error.description)
-        return falcon.HTTPForbidden(description=error.description)
+            return falcon.HTTPForbidden(title=error.title, description=error.description, headers=headers)
+        return falcon.HTTPForbidden(description=error.description, headers=headers)
     if isinstance(error, Locked):
         return falcon.HTTPTooManyRequests(description=error.description, retry_after=error.retry_after)
     if isinstance(error, StateConflict):

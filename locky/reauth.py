@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from locky.codes import hash_code, new_code
-from locky.errors import Unauthorized
+from locky.errors import Forbidden
 from locky.records import Identity, utcnow
 
 #: How long a password or second-factor check counts as recent.
@@ -49,11 +49,14 @@ def is_recent(context, identity: Identity) -> bool:
 
 
 def require(context, identity: Identity) -> None:
-    """Raise a 401 with RFC 9470's ``insufficient_user_authentication`` challenge unless
-    ``identity``'s authentication is recent."""
+    """Raise a 403 titled "Recent authentication required" unless ``identity``'s
+    authentication is recent. It carries RFC 9470's ``insufficient_user_authentication``
+    challenge, so a client can tell it from a policy refusal; the token itself is good,
+    which is why the status is not 401 (a client would refresh it and try again)."""
     if not is_recent(context, identity):
-        raise Unauthorized("A recent authentication is required for this change: confirm your password with"
-                           " POST /v1/private/users/me/reauth, then try again.", challenge=CHALLENGE)
+        raise Forbidden("A recent authentication is required for this change: confirm your password with"
+                        " POST /v1/private/users/me/reauth, then try again.",
+                        title="Recent authentication required", challenge=CHALLENGE)
 
 
 def _naive(moment):

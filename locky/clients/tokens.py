@@ -212,16 +212,15 @@ class AuthSession:
 
     def request(self, method: str, path: str, body: Any = None, query: Mapping[str, Any] | None = None) -> Any:
         """Call a protected endpoint, refreshing first when the token has expired and
-        retrying once after a refresh when the server answers 401 (but for RFC 9470's
-        ``insufficient_user_authentication``: see :func:`needs_reauthentication`)."""
+        retrying once after a refresh when the server answers 401."""
         data = self.tokens()
         if is_expired(data):
             data = self.refresh(stale=data["access_token"])
         try:
             return self.client.request(method, path, body, query, token=data["access_token"])
         except ApiError as exc:
-            if exc.status != 401 or needs_reauthentication(exc):
-                raise  # a fresh token would not help a login that must prove its password again
+            if exc.status != 401:
+                raise
         data = self.refresh(stale=data["access_token"])
         return self.client.request(method, path, body, query, token=data["access_token"])
 
@@ -230,4 +229,4 @@ def needs_reauthentication(error: ApiError) -> bool:
     """Whether ``error`` asks the login to prove its password again (RFC 9470's
     ``insufficient_user_authentication`` challenge, answered by
     ``POST /v1/private/users/me/reauth``) rather than for a new token."""
-    return error.status == 401 and "insufficient_user_authentication" in error.headers.get("www-authenticate", "")
+    return error.status == 403 and "insufficient_user_authentication" in error.headers.get("www-authenticate", "")

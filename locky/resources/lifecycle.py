@@ -24,7 +24,8 @@ from .writes import body, live
 
 #: The Swagger words for the recent authentication the second factor's changes need.
 RECENT_TEXT = ("Needs a recent authentication of this login (its password or a code checked within"
-               " five minutes: the login itself, or POST /v1/private/users/me/reauth): otherwise 401 with"
+               " five minutes: the login itself, or POST /v1/private/users/me/reauth): otherwise 403"
+               " {\"title\": \"Recent authentication required\"} with"
                " WWW-Authenticate: Bearer error=\"insufficient_user_authentication\" (RFC 9470).")
 
 TOKEN = TokenSchema()

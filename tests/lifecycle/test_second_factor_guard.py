@@ -6,8 +6,8 @@ code that removes TOTP without limit or trace (1,446 wrong codes, no 429). Now:
 
 - setting TOTP up, confirming it and removing it need a recent authentication of the
   login (a password or code checked within five minutes: the login itself, or
-  ``POST /v1/private/users/me/reauth``), else 401 with RFC 9470's
-  ``insufficient_user_authentication`` challenge;
+  ``POST /v1/private/users/me/reauth``), else 403 "Recent authentication required"
+  carrying RFC 9470's ``insufficient_user_authentication`` challenge;
 - the removal code is counted like a login's password: wrong ones are failed logins in
   the trail, then 429;
 - an admin removes a user's second factors (``DELETE /v1/private/users/{id}/mfa``),
@@ -36,7 +36,8 @@ def age(client, account, minutes: int = 6) -> None:
 
 
 def assert_stale(result) -> None:
-    assert result.status_code == 401, result.text
+    assert result.status_code == 403, result.text
+    assert result.json["title"] == "Recent authentication required"
     challenge = result.headers["www-authenticate"]
     assert challenge.startswith("Bearer ") and 'error="insufficient_user_authentication"' in challenge, challenge
     assert "max_age=300" in challenge
