@@ -116,6 +116,12 @@ class MetricsEndpoint:
 
 
 @hookimpl
+def locky_add_settings(settings):
+    """``[plugins.metrics]`` (not named after the plugin, so declared)."""
+    settings.add_table("metrics", {"token": "the bearer token a scrape must send (none: /metrics is open)"})
+
+
+@hookimpl
 def locky_routes(context):
     token = context.settings.extra.get("metrics", {}).get("token")
     endpoint = MetricsEndpoint(_metrics(context), str(token) if token else None)

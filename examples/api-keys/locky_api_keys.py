@@ -227,6 +227,12 @@ class ApiKeyList:
 # -- hooks ------------------------------------------------------------------------
 
 
+@hookimpl
+def locky_add_settings(settings):
+    """``[plugins.api_keys]``: where the keys are kept."""
+    settings.add_table("api_keys", {"path": "the SQLite file of the keys (or LOCKY_API_KEYS_DB)"})
+
+
 def _store_path(settings) -> str:
     path = settings.extra.get("api_keys", {}).get("path") or os.environ.get("LOCKY_API_KEYS_DB")
     if path:

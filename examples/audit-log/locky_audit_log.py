@@ -91,6 +91,12 @@ def entry(event) -> dict[str, Any]:
 
 
 @hookimpl
+def locky_add_settings(settings):
+    """``[plugins.audit_log]``: a misspelt option stops startup instead of being ignored."""
+    settings.add_table("audit_log", {"path": "the JSON-lines file events are appended to (or LOCKY_AUDIT_LOG)"})
+
+
+@hookimpl
 def locky_startup(context):
     options = context.settings.extra.get("audit_log", {})
     path = options.get("path") or os.environ.get("LOCKY_AUDIT_LOG")
