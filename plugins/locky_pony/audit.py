@@ -15,6 +15,7 @@ from locky import AuditEvent, Delivery, Page, Webhook
 from locky.storage import FAILED, PENDING, SUCCEEDED, selects
 
 from .guard import transaction
+from .inserts import insert
 from .lifecycle import _skip_locked
 from .reads import is_id
 
@@ -50,10 +51,9 @@ class AuditStore:
     @transaction
     def add(self, *, uuid: str, event: str, actor_uuid: str | None, target_type: str | None,
             target_uuid: str | None, ip: str, request_id: str, details: dict, created_at: datetime) -> AuditEvent:
-        row = self.e.Audit(uuid=uuid, event=event, actor_uuid=actor_uuid, target_type=target_type,
-                           target_uuid=target_uuid, ip=ip or "", request_id=request_id or "",
-                           details=details or {}, created_at=created_at)
-        row.flush()
+        row = insert(self.e.Audit, uuid=uuid, event=event, actor_uuid=actor_uuid, target_type=target_type,
+                     target_uuid=target_uuid, ip=ip or "", request_id=request_id or "",
+                     details=details or {}, created_at=created_at)
         return audit_record(row)
 
     @transaction
@@ -96,9 +96,8 @@ class WebhookStore:
     @transaction
     def create(self, *, uuid: str, url: str, events: Iterable[str], description: str, secret: str,
                created_at: datetime) -> Webhook:
-        row = self.e.Webhook(uuid=uuid, url=url, events=list(events), description=description or "",
-                             secret=secret, created_at=created_at)
-        row.flush()
+        row = insert(self.e.Webhook, uuid=uuid, url=url, events=list(events), description=description or "",
+                     secret=secret, created_at=created_at)
         return webhook_record(row)
 
     @transaction
@@ -135,9 +134,8 @@ class DeliveryStore:
     @transaction
     def queue(self, *, webhook_id: int, event_uuid: str, event: str, payload: str,
               created_at: datetime) -> Delivery:
-        row = self.e.Delivery(webhook_id=webhook_id, event_uuid=event_uuid, event=event, payload=payload,
-                              status=PENDING, created_at=created_at, next_attempt_at=created_at)
-        row.flush()
+        row = insert(self.e.Delivery, webhook_id=webhook_id, event_uuid=event_uuid, event=event, payload=payload,
+                     status=PENDING, created_at=created_at, next_attempt_at=created_at)
         return delivery_record(row)
 
     @transaction

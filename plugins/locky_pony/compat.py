@@ -18,11 +18,13 @@ What each touch is for (and the Pony internal it rests on):
 - :data:`PartialCommitException`: one of the wrappers a commit failure comes in; not
   exported by ``pony.orm``. (``core.PartialCommitException``)
 - :func:`column`, :func:`attribute_type`, :func:`table`, :func:`plain_attributes`,
-  :func:`database_of`, :func:`dialect_of`: an entity's mapping (table, column names, Python types, plain
-  columns, the dialect of its database), from which the plain-SQL reads and the
-  updatable fields are written, so a renamed column follows the entity declaration.
+  :func:`column_defaults`, :func:`database_of`, :func:`dialect_of`: an entity's
+  mapping (table, column names, Python types, plain columns and their defaults, the
+  dialect of its database), from which the plain-SQL reads, the updatable fields and
+  the records of inserted rows (:mod:`.inserts`) are written, so a renamed or added
+  column follows the entity declaration.
   (``Entity._adict_``, ``_table_``, ``_attrs_``, ``_database_``; ``Attribute.columns``,
-  ``py_type``, ``is_collection``, ``is_relation``)
+  ``py_type``, ``default``, ``is_collection``, ``is_relation``, ``is_pk``)
 - :func:`session_connection`: the current session's connection without making the
   session immediate (``db.get_connection()`` does, which is SQLite's write lock), for
   the schema runner's catalog reads. (``Database._get_cache()``,
@@ -54,6 +56,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import weakref
 from typing import Any, Callable
 
 from pony.orm import core
@@ -105,6 +108,20 @@ def table(entity) -> str:
 def plain_attributes(entity) -> frozenset[str]:
     """The names of ``entity``'s own columns: no collection, no relation."""
     return frozenset(a.name for a in entity._attrs_ if not a.is_collection and not a.is_relation)
+
+
+#: Per entity class (weakly: each app's entities go with its ``Database``).
+_DEFAULTS: "weakref.WeakKeyDictionary[type, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+
+def column_defaults(entity) -> dict[str, Any]:
+    """Each plain column of ``entity`` (not the primary key) and its declared default
+    (``None`` when it has none)."""
+    found = _DEFAULTS.get(entity)
+    if found is None:
+        found = _DEFAULTS[entity] = {a.name: a.default for a in entity._attrs_
+                                     if not a.is_collection and not a.is_relation and not a.is_pk}
+    return found
 
 
 def database_of(entity):

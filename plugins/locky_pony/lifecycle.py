@@ -16,6 +16,7 @@ from locky import Code, Letter, SigningKey, TotpState, User, utcnow
 
 from .compat import dialect_of
 from .guard import transaction
+from .inserts import insert
 from .stores import move_cache_revision, user_record
 
 #: Codes that expired this long ago are deleted by later ``add`` calls, a batch at a time.
@@ -95,8 +96,8 @@ class Outbox:
     @transaction
     def put(self, *, purpose: str, email: str, user_uuid: str = "") -> Letter:
         now = utcnow()
-        row = self.e.Letter(purpose=purpose, email=email, user_uuid=user_uuid or "", created_at=now, due_at=now)
-        row.flush()
+        row = insert(self.e.Letter, purpose=purpose, email=email, user_uuid=user_uuid or "", created_at=now,
+                     due_at=now)
         return letter_record(row)
 
     @transaction
@@ -225,9 +226,8 @@ class KeyStore:
         if current is not None:
             current.set(active_slot=None, retired_at=new.created_at)
             current.flush()  # the slot is free before the new key takes it
-        row = self.e.Key(kid=new.kid, alg=new.alg, public_jwk=new.public_jwk, private_key=new.private_key,
-                         created_at=new.created_at, active_slot=1)
-        row.flush()
+        row = insert(self.e.Key, kid=new.kid, alg=new.alg, public_jwk=new.public_jwk, private_key=new.private_key,
+                     created_at=new.created_at, active_slot=1)
         return key_record(row)
 
     @transaction

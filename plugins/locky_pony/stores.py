@@ -36,6 +36,7 @@ from locky import Conflict, Group, Invalid, Member, NotFound, Page, Permission, 
 
 from . import compat
 from .guard import integrity_errors, transaction
+from .inserts import insert
 from .reader import Reader
 from .reads import CACHE_REVISION, RecordReads, column, is_id
 
@@ -212,11 +213,8 @@ class UserStore(Collection):
         email = _email(email)
         now = utcnow()
         with integrity_errors(Conflict("email", "Already registered.")):
-            row = self.entity(
-                uuid=new_uuid(), created_at=now, updated_at=now,
-                name=name, email=email, password_hash=password_hash,
-            )
-            row.flush()
+            row = insert(self.entity, uuid=new_uuid(), created_at=now, updated_at=now,
+                         name=name, email=email, password_hash=password_hash)
         return user_record(row)
 
     def get_by_email(self, email: str) -> User | None:
@@ -278,12 +276,10 @@ class GroupStore(Collection):
             raise Invalid.one("owner_uuid", "No such user.")
         now = utcnow()
         with integrity_errors(Conflict("name")):
-            row = self.entity(
-                uuid=new_uuid(), created_at=now, updated_at=now, name=name, description=description
-            )
-            row.flush()
+            row = insert(self.entity, uuid=new_uuid(), created_at=now, updated_at=now, name=name,
+                         description=description)
         self.entities.Member(
-            uuid=new_uuid(), created_at=now, updated_at=now, group=row, user=owner,
+            uuid=new_uuid(), created_at=now, updated_at=now, group=row.row, user=owner,
             group_uuid=row.uuid, user_uuid=owner.uuid, role="owner",
         )
         return group_record(row)
@@ -324,11 +320,8 @@ class MemberStore(Collection):
             authorize()
         now = utcnow()
         with integrity_errors(Conflict("user_uuid", "Already a member of this group.")):
-            row = self.entity(
-                uuid=new_uuid(), created_at=now, updated_at=now, group=group, user=user,
-                group_uuid=group.uuid, user_uuid=user.uuid, role=role,
-            )
-            row.flush()
+            row = insert(self.entity, uuid=new_uuid(), created_at=now, updated_at=now, group=group, user=user,
+                         group_uuid=group.uuid, user_uuid=user.uuid, role=role)
         return member_record(row)
 
     def _role_is_live(self, name: str) -> bool:
@@ -398,11 +391,8 @@ class RoleStore(Collection):
     def create(self, *, name: str, description: str, permissions: Iterable[Permission]) -> Role:
         now = utcnow()
         with integrity_errors(Conflict("name")):
-            row = self.entity(
-                uuid=new_uuid(), created_at=now, updated_at=now, name=name,
-                description=description, permissions=self._permissions(permissions),
-            )
-            row.flush()
+            row = insert(self.entity, uuid=new_uuid(), created_at=now, updated_at=now, name=name,
+                         description=description, permissions=self._permissions(permissions))
         move_policy_revision(self.entities)
         return role_record(row)
 
