@@ -9,6 +9,9 @@ webhook delivery, the webhook event patterns, keyset paging, and sealing of secr
 rest. The modules these names come from are private: import them from here, so a plugin
 keeps working when the core moves them (an import-linter contract in ``pyproject.toml``
 holds the bundled plugins to this).
+
+:func:`open_storage` opens any registered storage by name, empty and ready, as the app
+would: the contract suite can run on the bundled one (``storage="pony"``) beside yours.
 """
 
 from __future__ import annotations
@@ -28,6 +31,30 @@ from locky.cache import (
 )
 from locky.webhook_patterns import selects
 
+
+def open_storage(settings: Settings) -> Storage:
+    """The storage ``settings.storage`` names (``pony``, the bundled one, by default), opened
+    on ``settings.database_url`` through the plugins those settings load, its schema made or
+    brought up to date as at startup; close it when done. On a new database it is empty:
+    what :class:`locky.testing.storage_contract.StorageContract`'s ``storage`` fixture
+    returns. An unknown name raises :class:`ProviderError` listing the known ones."""
+    from locky.context import Context
+    from locky.migrations import prepare_storage
+    from locky.plugins import build_plugin_manager
+    from locky.registry import Registry
+
+    context = Context(settings, build_plugin_manager(settings))
+    registry: Registry[Storage] = Registry("storage")
+    context.hook.locky_register_storage(registry=registry)
+    storage = registry.create(settings.storage, context)
+    try:
+        prepare_storage(storage, settings)
+    except BaseException:
+        storage.close()
+        raise
+    return storage
+
+
 __all__ = [
     # Errors a store raises (Locky answers each with its HTTP status).
     "Conflict", "Invalid", "LockyError", "NotFound", "SchemaError", "Unavailable", "WritesRefused",
@@ -41,6 +68,8 @@ __all__ = [
     "selects",
     # Secrets sealed at rest (signing keys, TOTP seeds).
     "SealError", "Sealer",
+    # A registered storage by name, empty and ready (the contract suite's fixture).
+    "open_storage",
     # Settings and the refusal of a misconfigured provider.
     "ProviderError", "Settings", "SettingsError",
     # The process cache a storage may wrap itself in, and what a change bus builds on.

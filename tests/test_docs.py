@@ -85,6 +85,26 @@ def test_guide_names_only_public_api():
     for names in re.findall(r"^from locky import (\([^)]*\)|[^\n]+)", GUIDE, re.MULTILINE):
         imported.update(n.strip(" ()\n") for n in names.split(",") if n.strip(" ()\n"))
     imported.update(re.findall(r"(?<![\w./-])locky\.([A-Za-z_]\w*)\b(?!\.)", GUIDE))
-    submodules = {"testing", "hookspecs", "providers", "records", "plugins", "routes", "__all__"}
+    submodules = {"testing", "hookspecs", "providers", "records", "plugins", "routes", "storage", "client", "__all__"}
     unknown = sorted(n for n in imported if n not in locky.__all__ and n not in submodules)
     assert not unknown, f"docs/plugins.md shows names that locky does not export: {unknown}"
+
+
+def test_guide_names_only_what_the_storage_kit_holds():
+    """Every ``from locky.storage import X`` or ``locky.storage.X`` the guide shows is in
+    ``locky.storage.__all__``."""
+    import locky.storage
+
+    shown = set(re.findall(r"locky\.storage\.([A-Za-z_]\w*)", GUIDE))
+    for names in re.findall(r"^from locky\.storage import ([^\n]+)", GUIDE, re.MULTILINE):
+        shown.update(n.strip() for n in names.split(","))
+    assert shown and not shown - set(locky.storage.__all__), sorted(shown - set(locky.storage.__all__))
+
+
+def test_guide_shows_a_plugin_adding_settings_a_command_an_audit_event_and_a_storage():
+    for heading in ("### Settings of a plugin", "### A command of your own", "### Recording audit events",
+                    "## A worked example: a storage plugin", "## What used to trip plugin authors"):
+        assert f"\n{heading}\n" in GUIDE, heading
+    for call in ("settings.add_table(", "settings.add_check(", "subparsers.add_parser(", "set_defaults(run=",
+                 "context.audit.record(", "registry.add(\"memory\"", "open_storage("):
+        assert call in GUIDE, call

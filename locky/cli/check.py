@@ -1,9 +1,9 @@
 """``locky check`` and the offline parts of ``locky plugins`` and ``locky spec``.
 
 ``check`` verifies, in the order an operator fixes them: the plugins and the provider
-named for each slot, the stored secret, the plugins' own checks (the policy files), that the
-database exists, and
-finally the whole app, built as ``locky serve`` builds it (schema version included). It
+named for each slot, the stored secret, the plugins' own checks (``locky_add_settings``:
+the Casbin plugin's policy files), that the database exists, and finally the whole app,
+built as ``locky serve`` builds it (schema version included). It
 prints what it checked: the database URL with any password masked, the schema version,
 the policy directory and the provider chosen for each slot.
 

@@ -157,7 +157,8 @@ def _with_app(settings, work) -> int:
 
 def _spec(settings, args) -> int:
     """Print the Swagger document of an app built on an in-memory database: the routes
-    come from the plugins, not from the data, and nothing is written to disk."""
+    come from the plugins, not from the data, and nothing is written to disk. The whole
+    app is built there, plugins' ``locky_startup`` included (docs/plugins.md says so)."""
     def work(app):
         print(json.dumps(app.swagger, indent=2))
         return 0
