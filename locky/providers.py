@@ -4,6 +4,10 @@ They are :class:`typing.Protocol` classes: a provider needs no base class, only 
 methods. Records in and out are the dataclasses of :mod:`locky.records`; errors are
 those of :mod:`locky.errors`. The storage contract suite in :mod:`locky.testing`
 checks a storage provider against this text.
+
+What each store method makes stale in the copies processes keep (the storage cache, an
+authorizer's policy, the signing keys) is declared once, in :mod:`locky.cache.declared`:
+a method added to a store protocol here is added there too (a test fails otherwise).
 """
 
 from __future__ import annotations

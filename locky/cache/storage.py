@@ -147,8 +147,9 @@ class CachingStorage:
     """
 
     def __init__(self, inner, bus: ChangeBus, *, max_age: float = 10.0, max_entries: int = 100_000):
-        if not isinstance(bus.keeps, Keeps):
-            raise TypeError(f"{type(bus).__name__}.keeps must be a locky.cache.bus.Keeps, not {bus.keeps!r}")
+        if not isinstance(bus, ChangeBus) or not isinstance(bus.keeps, Keeps):
+            raise TypeError(f"{type(bus).__name__} is no ChangeBus: it declares keeps (a Keeps) and freshness,"
+                            " and has every method of locky.cache.bus.ChangeBus")
         self.inner = inner
         self.bus = bus
         self.caches_only_records = bus.keeps is Keeps.USER_RECORDS

@@ -22,7 +22,7 @@ from typing import Iterable
 import casbin
 
 from locky import BuiltinRole, Permission, User, hookimpl
-from locky.storage import every
+from locky.storage import REVISION, Watcher, every
 
 from . import policy_files
 
@@ -32,6 +32,13 @@ ASSIGN_CUSTOM = "assign:custom"
 #: Roles held globally and never through a membership (the API refuses them as
 #: membership roles); one stored before that rule grants nothing within its group.
 GLOBAL_ROLES = frozenset({"admin", "user"})
+#: What this authorizer keeps of stored values (the custom roles' permissions and the
+#: users' global grants, in each :class:`_PolicySnapshot`), and what makes it stale:
+#: the writes that move the policy revision (``locky.cache.declared.STORES``).
+POLICY_CACHE = Watcher(
+    "casbin policy snapshot and global grants", frozenset({REVISION}),
+    "Storage.revision, read with every request's session: a new number loads a new snapshot",
+)
 
 
 class _PolicySnapshot:

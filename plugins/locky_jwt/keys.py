@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from locky import ProviderError, SigningKey, utcnow
-from locky.storage import Sealer, SealError
+from locky.storage import KEYS, Sealer, SealError, Watcher
 
 log = logging.getLogger("locky.keys")
 
@@ -46,6 +46,14 @@ RELOAD_INTERVAL = 0.1
 #: The JWK members RFC 7638 hashes for each key type.
 THUMBPRINT_MEMBERS = {"EC": ("crv", "kty", "x", "y"), "OKP": ("crv", "kty", "x"), "RSA": ("e", "kty", "n")}
 JWK_OF = {"ES256": ECAlgorithm, "EdDSA": OKPAlgorithm, "RS256": RSAAlgorithm}
+#: What :class:`SigningKeys` keeps of stored values, and what makes it stale: the writes
+#: of ``storage.keys`` (``locky.cache.declared.STORES``). They are not announced: every
+#: process re-reads the keys on a timer, and at once after its own rotation.
+KEY_CACHE = Watcher(
+    "signing keys", frozenset({KEYS}),
+    f"the active key re-read every {ACTIVE_RECHECK:g} s, every key on an unknown kid at most every"
+    f" {RELOAD_INTERVAL:g} s",
+)
 
 
 def _generate(alg: str):

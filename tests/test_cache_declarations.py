@@ -1,0 +1,290 @@
+"""What each store write makes stale is declared once (``locky.cache.declared.STORES``),
+and the declaration is whole and true (issue 32):
+
+- every method of every store protocol of :class:`locky.providers.Storage` is declared,
+  as a read or as a write, and nothing else is;
+- a write that names one session or user names an argument the protocol has;
+- every topic a write makes stale is followed by a cache that says how it learns of it
+  (the storage cache, the Casbin policy snapshot, the signing keys), and no cache
+  follows a topic no write moves;
+- every change bus declares what the cache may keep under it and how fresh it is, as
+  class constants, and has every method of the protocol; a bus that does not is refused;
+- the storage cache announces exactly the declared writes whose topic it follows;
+- a store method declared a read never commits anything: the storage contract suite
+  runs on the SQLite storage with every read watched through ``PRAGMA data_version``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sqlite3
+import threading
+import typing
+from contextlib import contextmanager
+
+import pytest
+
+from locky import providers
+from locky.cache import CachingStorage, ChangeBus, Freshness, Keeps
+from locky.cache.declared import (
+    KEYS, REVISION, SESSION, STORAGE_CACHE, STORES, USER_ID, USER_UUID, USERS, store_protocols, write_topic,
+)
+from locky.testing import make_settings
+from locky.testing.storage_contract import StorageContract
+from locky_casbin import POLICY_CACHE
+from locky_jwt.keys import KEY_CACHE
+from locky_pony import PonyStorage
+from locky_pony.data_version import DataVersionBus
+from locky_pony.notify import NotifyBus
+from locky_pony.revision_bus import RevisionBus
+from locky_redis import RedisBus
+
+WATCHERS = (STORAGE_CACHE, POLICY_CACHE, KEY_CACHE)
+BUSES = (DataVersionBus, RevisionBus, NotifyBus, RedisBus)
+#: Topics that name one session or user: the write says which by an argument.
+PER_RECORD = {SESSION, USER_ID, USER_UUID}
+
+
+def protocol_methods(protocol: type) -> set[str]:
+    """The public methods a store protocol of :mod:`locky.providers` defines or inherits
+    (a record store also has the optional :class:`locky.providers.DocumentPages`)."""
+    classes = [cls for cls in protocol.__mro__ if cls.__module__ == providers.__name__]
+    if providers.RecordStore in classes:
+        classes.append(providers.DocumentPages)
+    return {name for cls in classes for name, value in vars(cls).items()
+            if inspect.isfunction(value) and not name.startswith("_")}
+
+
+def test_every_store_of_the_storage_protocol_is_declared():
+    stores = {name for name, hint in typing.get_type_hints(providers.Storage).items() if isinstance(hint, type)}
+    assert stores == set(STORES)
+    assert set(store_protocols()) == stores
+
+
+@pytest.mark.parametrize("store", sorted(STORES))
+def test_every_method_of_a_store_is_declared_a_read_or_a_write(store):
+    methods = protocol_methods(store_protocols()[store])
+    if store == "roles":  # roles may offer list_documents too: kept like the others'
+        methods.add("list_documents")
+    undeclared = methods - set(STORES[store])
+    assert not undeclared, (f"storage.{store}: {sorted(undeclared)} neither declared a read nor said what they"
+                            " make stale in locky.cache.declared.STORES")
+    assert set(STORES[store]) - methods == set(), "declared methods the protocol does not have"
+
+
+def test_a_write_of_one_session_or_user_names_it_by_an_argument_of_the_protocol():
+    for store, methods in STORES.items():
+        for method, effect in methods.items():
+            if not effect.writes:
+                assert effect.topic is None and effect.argument is None, f"{store}.{method}"
+            elif effect.topic in PER_RECORD:
+                prefix, position, argument = write_topic(store, method)
+                parameters = list(inspect.signature(getattr(store_protocols()[store], method)).parameters)
+                assert parameters[position + 1] == argument == effect.argument, f"{store}.{method}"
+            else:
+                assert effect.argument is None, f"{store}.{method}: {effect.topic} names no one record"
+
+
+def test_every_topic_written_is_followed_by_a_cache_and_no_cache_follows_what_nothing_writes():
+    written = {effect.topic for methods in STORES.values() for effect in methods.values() if effect.topic}
+    assert written == {REVISION, SESSION, USER_ID, USER_UUID, KEYS}
+    followed = set().union(*(watcher.topics for watcher in WATCHERS))
+    assert written <= followed
+    for watcher in WATCHERS:
+        # ``USERS`` is what a bus announces after a batch whose writes it cannot name.
+        assert watcher.topics - {USERS} <= written, watcher.name
+        assert watcher.learns
+    assert POLICY_CACHE.topics == {REVISION} and KEY_CACHE.topics == {KEYS}
+
+
+def test_the_policy_revision_is_moved_by_the_writes_the_storage_protocol_names():
+    # Storage.revision's docstring names the writes that move it; the table agrees.
+    moving = {f"{store}.{method}" for store, methods in STORES.items() for method, effect in methods.items()
+              if effect.topic == REVISION and method != "sync_builtin"}
+    documented = providers.Storage.revision.__doc__
+    for name in moving:
+        assert f"``{name}``" in documented
+
+
+@pytest.mark.parametrize("bus", BUSES, ids=lambda bus: bus.__name__)
+def test_every_bus_declares_what_it_keeps_and_how_fresh_as_class_constants(bus):
+    assert isinstance(vars(bus)["keeps"], Keeps)
+    assert isinstance(vars(bus)["freshness"], Freshness)
+    for name, value in vars(ChangeBus).items():
+        if inspect.isfunction(value) and not name.startswith("_"):
+            assert callable(getattr(bus, name)), f"{bus.__name__}.{name}"
+
+
+def test_the_buses_keep_what_their_guarantee_allows():
+    assert DataVersionBus.keeps is Keeps.EVERY_READ and DataVersionBus.freshness is Freshness.NEXT_REQUEST
+    assert RevisionBus.keeps is Keeps.USER_RECORDS and RevisionBus.freshness is Freshness.NEXT_REQUEST
+    assert NotifyBus.keeps is Keeps.SESSIONS and NotifyBus.freshness is Freshness.AT_ONCE
+    assert RedisBus.keeps is Keeps.SESSIONS and RedisBus.freshness is Freshness.BOUNDED
+
+
+class _QuietBus:
+    """A bus that hears nothing and records what it is told (announcements only)."""
+
+    keeps = Keeps.SESSIONS
+    freshness = Freshness.AT_ONCE
+
+    def __init__(self):
+        self.announced: list[str] = []
+
+    def start(self, on_change, on_reset):
+        pass
+
+    def fresh(self):
+        return False
+
+    fresh_to_store = fresh
+
+    @contextmanager
+    def changing(self, what, drop_here):
+        self.announced.append(what)
+        yield
+
+    @contextmanager
+    def batch(self, drop_here):
+        yield
+
+    def close(self):
+        pass
+
+
+def test_a_bus_that_does_not_declare_its_capabilities_is_refused(tmp_path):
+    storage = PonyStorage(make_settings(f"sqlite:///{tmp_path / 'refused.sqlite'}"))
+    try:
+        class Undeclared(_QuietBus):
+            keeps = "sessions"  # not a Keeps
+
+        with pytest.raises(TypeError, match="no ChangeBus"):
+            CachingStorage(storage, Undeclared())
+        with pytest.raises(TypeError, match="no ChangeBus"):
+            CachingStorage(storage, object())
+    finally:
+        storage.close()
+
+
+def test_the_storage_cache_announces_exactly_the_declared_writes_it_follows(tmp_path):
+    """Each write through the cache is announced with the topic and the record the table
+    names; a write of what the cache does not follow is not announced."""
+    bus = _QuietBus()
+    storage = CachingStorage(PonyStorage(make_settings(f"sqlite:///{tmp_path / 'announced.sqlite'}")), bus)
+    try:
+        storage.migrate()
+        ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
+        storage.groups.create(name="team", description="", owner_uuid=ada.uuid)
+        assert bus.announced == []
+        storage.users.update(ada.id, name="Ada L.")
+        storage.users.mark_verified(uuid=ada.uuid, email=ada.email)
+        storage.sessions.create(uuid="5" * 32, user_uuid=ada.uuid, refresh_jti="j1")
+        storage.sessions.rotate("5" * 32, "j1", "j2")
+        storage.sessions.revoke_all(ada.uuid, keep=None)
+        storage.grants.grant(ada.uuid, "admin")
+        storage.totp.remove(user_uuid=ada.uuid)
+        assert bus.announced == [USER_ID + str(ada.id), USER_UUID + ada.uuid, SESSION + "5" * 32,
+                                 USER_UUID + ada.uuid, REVISION, USER_UUID + ada.uuid]
+        assert storage.keys is storage.inner.keys  # keys: followed by their own cache, never announced
+        assert storage.throttle is storage.inner.throttle
+    finally:
+        storage.close()
+
+
+# -- a read never writes ---------------------------------------------------------------
+
+
+class _Commits:
+    """Watches an SQLite file for commits (``PRAGMA data_version`` on a connection of
+    its own) around every store call, and keeps the reads during which one happened
+    with no other call running."""
+
+    def __init__(self, path: str):
+        self.connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.lock = threading.Lock()
+        self.running = 0
+        self.overlaps = 0
+        self.wrote: set[str] = set()
+        self.watched: set[str] = set()
+
+    def version(self) -> int:
+        with self.lock:
+            return self.connection.execute("PRAGMA data_version").fetchone()[0]
+
+    def call(self, name: str, method, args, kwargs):
+        with self.lock:
+            self.running += 1
+            if self.running > 1:
+                self.overlaps += 1
+            overlaps = self.overlaps
+        before = self.version()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            after = self.version()
+            with self.lock:
+                self.running -= 1
+                alone = self.running == 0 and overlaps == self.overlaps
+                self.watched.add(name)
+                if after != before and alone:
+                    self.wrote.add(name)
+
+
+class _WatchedStore:
+    def __init__(self, inner, store: str, commits: _Commits):
+        self._inner, self._store, self._commits = inner, store, commits
+
+    def __getattr__(self, name: str):
+        found = getattr(self._inner, name)
+        effect = STORES[self._store].get(name)
+        if effect is None or effect.writes or not callable(found):
+            return found
+        return lambda *args, **kwargs: self._commits.call(f"{self._store}.{name}", found, args, kwargs)
+
+
+class _WatchedStorage:
+    """A storage whose stores' declared reads are watched for commits."""
+
+    def __init__(self, inner, commits: _Commits):
+        self._inner = inner
+        for store in STORES:
+            setattr(self, store, _WatchedStore(getattr(inner, store), store, commits))
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+
+#: Every declared read the watched contract suite called.
+_WATCHED: set[str] = set()
+#: How many tests of the watched contract suite got their storage.
+_WATCHED_RUNS = [0]
+
+
+class TestNoReadWrites(StorageContract):
+    """The storage contract suite, each declared read watched: none of them commits."""
+
+    @pytest.fixture
+    def storage(self, tmp_path):
+        path = tmp_path / "watched.sqlite"
+        inner = PonyStorage(make_settings(f"sqlite:///{path}"))
+        commits = _Commits(str(path))
+        yield _WatchedStorage(inner, commits)
+        inner.close()
+        commits.connection.close()
+        _WATCHED.update(commits.watched)
+        _WATCHED_RUNS[0] += 1
+        assert not commits.wrote, f"declared reads that committed a write: {sorted(commits.wrote)}"
+
+
+def test_the_contract_suite_watched_the_declared_reads(request):
+    """Runs after :class:`TestNoReadWrites` (file order): the suite called every declared
+    read but a few, so each was watched."""
+    selected = [item for item in request.session.items if getattr(item, "cls", None) is TestNoReadWrites]
+    if len(selected) < 100 or _WATCHED_RUNS[0] < len(selected) - 10:  # a few skip before the fixture
+        pytest.skip("the whole watched contract suite did not run before this test")
+    reads = {f"{store}.{method}" for store, methods in STORES.items()
+             for method, effect in methods.items() if not effect.writes}
+    # The suite reads documents pages (an optional protocol) and roles by uuid elsewhere.
+    unwatched = {"users.list_documents", "groups.list_documents", "members.list_documents",
+                 "roles.list_documents", "roles.get_by_uuid"}
+    assert reads - _WATCHED <= unwatched, sorted(reads - _WATCHED - unwatched)
