@@ -11,7 +11,9 @@ and the declaration is whole and true (issue 32):
   class constants, and has every method of the protocol; a bus that does not is refused;
 - the storage cache announces exactly the declared writes whose topic it follows;
 - a store method declared a read never commits anything: the storage contract suite
-  runs on the SQLite storage with every read watched through ``PRAGMA data_version``.
+  runs on the SQLite storage with every read watched through ``PRAGMA data_version``;
+- every declared write of a user's record moves the cache revision the revision bus
+  reads (the Pony stores do it in the write's transaction).
 """
 
 from __future__ import annotations
@@ -288,3 +290,45 @@ def test_the_contract_suite_watched_the_declared_reads(request):
     unwatched = {"users.list_documents", "groups.list_documents", "members.list_documents",
                  "roles.list_documents", "roles.get_by_uuid"}
     assert reads - _WATCHED <= unwatched, sorted(reads - _WATCHED - unwatched)
+
+
+# -- the cache revision follows the declared writes of a user's record -----------------
+
+#: A call of each declared write of a user's record (``USER_ID``/``USER_UUID``), on a
+#: fresh user ``ada``; sessions.revoke_all names the user for its sessions, which the
+#: revision bus never caches (they are read on every request), and changes no record.
+RECORD_WRITES = {
+    "users.update": lambda storage, ada: storage.users.update(ada.id, name="Ada L."),
+    "users.delete": lambda storage, ada: storage.users.delete(ada.id),
+    "users.mark_verified": lambda storage, ada: storage.users.mark_verified(ada.uuid, ada.email),
+    "totp.confirm": lambda storage, ada: storage.totp.confirm(ada.uuid, step=1, recovery_hashes=["x"]),
+    "totp.remove": lambda storage, ada: storage.totp.remove(ada.uuid),
+}
+
+
+def test_every_declared_write_of_a_users_record_has_a_call_here():
+    declared = {f"{store}.{method}" for store, methods in STORES.items() for method, effect in methods.items()
+                if effect.topic in (USER_ID, USER_UUID)}
+    assert declared - set(RECORD_WRITES) == {"sessions.revoke_all"}
+
+
+@pytest.mark.parametrize("write", sorted(RECORD_WRITES))
+def test_a_declared_write_of_a_users_record_moves_the_cache_revision(tmp_path, write):
+    """What the revision bus (``LOCKY_AUTH_CACHE=revision``) relies on: the Pony stores
+    move the cache revision in the transaction of every such write."""
+    path = tmp_path / "revision.sqlite"
+    storage = PonyStorage(make_settings(f"sqlite:///{path}"))
+    try:
+        storage.migrate()
+        ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
+        storage.totp.begin(ada.uuid, "JBSWY3DPEHPK3PXP")  # a pending second factor to confirm or remove
+
+        def number() -> int:
+            with sqlite3.connect(path) as connection:
+                return connection.execute("SELECT number FROM locky_meta WHERE key = 'cache_revision'").fetchone()[0]
+
+        before = number()
+        RECORD_WRITES[write](storage, ada)
+        assert number() > before
+    finally:
+        storage.close()

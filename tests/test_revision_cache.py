@@ -26,7 +26,7 @@ import pytest
 from auth_cache_scenarios import me
 from backends import empty_database_url
 
-from locky.storage_cache import CachingStorage, request_ended, request_started
+from locky.cache import CachingStorage, request_ended, request_started
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient, make_settings
 from locky.testing.databases import run_sql
 from support.server import locky_server, one_service

@@ -27,7 +27,7 @@ import pytest
 from auth_cache_scenarios import assert_from_memory, me, me_ok
 
 from locky.settings import SettingsError
-from locky.storage_cache import CachingStorage, request_ended, request_started
+from locky.cache import CachingStorage, request_ended, request_started
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 from locky.testing.storage_contract import StorageContract
 from locky_pony import PonyStorage, open_storage

@@ -1,6 +1,6 @@
 """On an SQLite file (``LOCKY_AUTH_CACHE=version``, the default there) every commit
 empties each worker's cache, so the storage cache keeps the reads of every record kind
-too, lists and counts included (:data:`locky.storage_cache.RECORD_READS`), and serves
+too, lists and counts included (:data:`locky.cache.declared.KEPT`), and serves
 them from memory while SQLite's data version has not moved (issue 18):
 
 - two apps on one file: B's lists, counts and records come from memory, and every
@@ -22,7 +22,7 @@ import sqlite3
 import pytest
 from auth_cache_scenarios import assert_from_memory
 
-from locky.storage_cache import MISSING, Cache, CachingStorage, request_ended, request_started
+from locky.cache import MISSING, Cache, CachingStorage, request_ended, request_started
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 from locky_pony import open_storage
 from locky_pony.data_version import DataVersionBus

@@ -6,8 +6,9 @@ request, with no connection, thread or message of its own.
 The statement that authenticates a request (the session with its user and the policy
 revision: one round trip, as without a cache) reads one more number with them: the
 *cache revision* in ``locky_meta``, which every change to a user's record moves inside
-its own transaction (:func:`.stores.move_cache_revision`: an update, a deletion, a
-verified address, a second factor turned on or off). Sessions and the policy revision
+its own transaction (:func:`.stores.move_cache_revision`): the writes that
+:mod:`locky.cache.declared` declares with a user's topic, sessions aside
+(``tests/test_cache_declarations.py`` holds the stores to it). Sessions and the policy revision
 are still read on every request; what the cache saves is the read of the record an item
 read then asks for: an authorized item read costs one round trip instead of two.
 
