@@ -56,13 +56,13 @@ class PonyStorage:
         self.sessions = SessionStore(e, self.reader)
         self.throttle = LoginThrottle(e)
         self.grants = GrantStore(e)
-        self.codes = CodeStore(e)
+        self.codes = CodeStore(e, self.reader)
         self.outbox = Outbox(e)
-        self.totp = TotpStore(e)
-        self.keys = KeyStore(e)
+        self.totp = TotpStore(e, self.reader)
+        self.keys = KeyStore(e, self.reader)
         self.audit = AuditStore(e)
-        self.webhooks = WebhookStore(e)
-        self.deliveries = DeliveryStore(e)
+        self.webhooks = WebhookStore(e, self.reader)
+        self.deliveries = DeliveryStore(e, self.reader)
         self.read_committed = self.db.provider.dialect == "MySQL"
 
     @contextmanager

@@ -3,7 +3,9 @@
 Audit events and deliveries are written inside the caller's ``atomic()`` block, with the
 change they record; each method here is otherwise its own :func:`~.guard.transaction`.
 Deliveries are claimed as the mail outbox's letters are: ``FOR UPDATE SKIP LOCKED``
-where the engine has row locks, SQLite's write lock elsewhere.
+where the engine has row locks, SQLite's write lock elsewhere. Webhooks and deliveries
+are read through the read layer (:mod:`.reads`), as users are; the audit trail's list,
+whose filters are ranges and a prefix, through Pony's query builder (see :mod:`.reads`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from locky.storage import FAILED, PENDING, SUCCEEDED, selects
 from .guard import transaction
 from .inserts import insert
 from .lifecycle import _skip_locked
-from .reads import is_id
+from .reader import Reader
+from .reads import RecordReads, is_id
 
 
 def audit_record(row) -> AuditEvent:
@@ -90,8 +93,12 @@ class AuditStore:
 
 
 class WebhookStore:
-    def __init__(self, entities):
+    #: Webhooks read through the read layer (:mod:`.reads`), a page at a time.
+    PAGE = 500
+
+    def __init__(self, entities, reader: Reader):
         self.e = entities
+        self.reads = RecordReads(reader, entities.Webhook, Webhook)
 
     @transaction
     def create(self, *, uuid: str, url: str, events: Iterable[str], description: str, secret: str,
@@ -100,21 +107,20 @@ class WebhookStore:
                      secret=secret, created_at=created_at)
         return webhook_record(row)
 
-    @transaction
     def get(self, id: int) -> Webhook | None:
-        row = self.e.Webhook.get(id=id) if is_id(id) else None
-        return webhook_record(row) if row is not None else None
+        return self.reads.get(id)
 
-    @transaction
     def list(self, *, after_id: int = 0, limit: int = 50) -> Page[Webhook]:
-        Webhook = self.e.Webhook
-        rows = list(Webhook.select(lambda w: w.id > after_id).order_by(Webhook.id).limit(limit + 1))
-        return _page(rows, limit, webhook_record)
+        return self.reads.page(after_id, limit, {})
 
-    @transaction
     def matching(self, event: str) -> list[Webhook]:
-        Webhook = self.e.Webhook
-        return [webhook_record(row) for row in Webhook.select().order_by(Webhook.id) if selects(row.events, event)]
+        found: list[Webhook] = []
+        after_id: int | None = 0
+        while after_id is not None:
+            page = self.reads.page(after_id, self.PAGE, {})
+            found += [hook for hook in page.items if selects(hook.events, event)]
+            after_id = page.next_after_id
+        return found
 
     @transaction
     def delete(self, id: int) -> Webhook | None:
@@ -128,8 +134,9 @@ class WebhookStore:
 
 
 class DeliveryStore:
-    def __init__(self, entities):
+    def __init__(self, entities, reader: Reader):
         self.e = entities
+        self.reads = RecordReads(reader, entities.Delivery, Delivery)
 
     @transaction
     def queue(self, *, webhook_id: int, event_uuid: str, event: str, payload: str,
@@ -171,18 +178,11 @@ class DeliveryStore:
         self._finish(id, status=FAILED, last_status_code=status_code, last_error=error[:255], last_attempt_at=at,
                      next_attempt_at=None)
 
-    @transaction
     def get(self, id: int) -> Delivery | None:
-        row = self.e.Delivery.get(id=id) if is_id(id) else None
-        return delivery_record(row) if row is not None else None
+        return self.reads.get(id)
 
-    @transaction
     def list(self, webhook_id: int, *, after_id: int = 0, limit: int = 50) -> Page[Delivery]:
-        Delivery = self.e.Delivery
-        rows = list(Delivery.select(lambda d: d.webhook_id == webhook_id and d.id > after_id)
-                    .order_by(Delivery.id).limit(limit + 1))
-        return _page(rows, limit, delivery_record)
+        return self.reads.page(after_id, limit, {"webhook_id": webhook_id})
 
-    @transaction
     def pending(self) -> int:
-        return self.e.Delivery.select(lambda d: d.status == PENDING).count()
+        return self.reads.count({"status": PENDING})

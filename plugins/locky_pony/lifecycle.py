@@ -1,10 +1,11 @@
 """The account-lifecycle stores of the Pony backend: single-use codes, the outbox, TOTP;
 and the token-signing keys.
 
-Each method is one :func:`~.guard.transaction`. What must happen once (a code used, a
-letter claimed, a TOTP step accepted, a recovery code spent) locks its row first
-(``SELECT ... FOR UPDATE``; on SQLite the database's write lock), so concurrent callers
-on any engine, process or host see each other's result.
+Each write is one :func:`~.guard.transaction`; a code found by its hash, a user's TOTP
+state and the active signing key are read through the read layer (:mod:`.reads`). What
+must happen once (a code used, a letter claimed, a TOTP step accepted, a recovery code
+spent) locks its row first (``SELECT ... FOR UPDATE``; on SQLite the database's write
+lock), so concurrent callers on any engine, process or host see each other's result.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from locky import Code, Letter, SigningKey, TotpState, User, utcnow
 from .compat import dialect_of
 from .guard import transaction
 from .inserts import insert
+from .reader import Reader
+from .reads import RecordReads
 from .stores import move_cache_revision, user_record
 
 #: Codes that expired this long ago are deleted by later ``add`` calls, a batch at a time.
@@ -48,8 +51,9 @@ def _skip_locked(query, entity):
 
 
 class CodeStore:
-    def __init__(self, entities):
+    def __init__(self, entities, reader: Reader):
         self.e = entities
+        self.reads = RecordReads(reader, entities.Code, Code)
 
     @transaction
     def add(self, *, code_hash: str, purpose: str, user_uuid: str, email: str, expires_at: datetime) -> Code:
@@ -62,12 +66,11 @@ class CodeStore:
                           created_at=now, expires_at=expires_at)
         return code_record(row)
 
-    @transaction
     def find(self, code_hash: str, purpose: str, *, now: datetime) -> Code | None:
         if not isinstance(code_hash, str):
             return None
-        row = self.e.Code.get(code_hash=code_hash)
-        return code_record(row) if _usable(row, purpose, now) else None
+        found = self.reads.find(code_hash=code_hash)
+        return found if _usable(found, purpose, now) else None
 
     @transaction
     def use(self, code_hash: str, purpose: str, *, now: datetime) -> Code | None:
@@ -131,13 +134,12 @@ class Outbox:
 
 
 class TotpStore:
-    def __init__(self, entities):
+    def __init__(self, entities, reader: Reader):
         self.e = entities
+        self.reads = RecordReads(reader, entities.Totp, TotpState)
 
-    @transaction
     def get(self, user_uuid: str) -> TotpState | None:
-        row = self.e.Totp.get(user_uuid=user_uuid) if isinstance(user_uuid, str) else None
-        return totp_record(row) if row is not None else None
+        return self.reads.find(user_uuid=user_uuid) if isinstance(user_uuid, str) else None
 
     @transaction(retry_conflicts=True)  # two first begins: the retry finds the other's row
     def begin(self, user_uuid: str, secret: str) -> bool:
@@ -201,13 +203,12 @@ def key_record(row) -> SigningKey:
 
 
 class KeyStore:
-    def __init__(self, entities):
+    def __init__(self, entities, reader: Reader):
         self.e = entities
+        self.reads = RecordReads(reader, entities.Key, SigningKey)
 
-    @transaction
     def active(self) -> SigningKey | None:
-        row = self.e.Key.get(active_slot=1)
-        return key_record(row) if row is not None else None
+        return self.reads.find(active_slot=1)
 
     @transaction
     def all(self) -> list[SigningKey]:
