@@ -20,25 +20,13 @@ from .guard import transaction
 from .inserts import insert
 from .lifecycle import _skip_locked
 from .reader import Reader
-from .reads import RecordReads, is_id
+from .reads import RecordReads, is_id, record_builder
 
 
-def audit_record(row) -> AuditEvent:
-    return AuditEvent(id=row.id, uuid=row.uuid, created_at=row.created_at, event=row.event,
-                      actor_uuid=row.actor_uuid, target_type=row.target_type, target_uuid=row.target_uuid,
-                      ip=row.ip, request_id=row.request_id, details=dict(row.details or {}))
-
-
-def webhook_record(row) -> Webhook:
-    return Webhook(id=row.id, uuid=row.uuid, url=row.url, events=tuple(row.events), description=row.description,
-                   secret=row.secret, created_at=row.created_at)
-
-
-def delivery_record(row) -> Delivery:
-    return Delivery(id=row.id, webhook_id=row.webhook_id, event_uuid=row.event_uuid, event=row.event,
-                    payload=row.payload, status=row.status, attempts=row.attempts,
-                    last_status_code=row.last_status_code, last_error=row.last_error, created_at=row.created_at,
-                    next_attempt_at=row.next_attempt_at, last_attempt_at=row.last_attempt_at)
+#: The records the writes answer, built from the row (or the values written).
+audit_record = record_builder(AuditEvent)
+webhook_record = record_builder(Webhook)
+delivery_record = record_builder(Delivery)
 
 
 def _page(rows: list, limit: int, record) -> Page:

@@ -19,7 +19,7 @@ from .compat import dialect_of
 from .guard import transaction
 from .inserts import insert
 from .reader import Reader
-from .reads import RecordReads
+from .reads import RecordReads, record_builder
 from .stores import move_cache_revision, user_record
 
 #: Codes that expired this long ago are deleted by later ``add`` calls, a batch at a time.
@@ -27,19 +27,11 @@ CODE_RETENTION = timedelta(days=1)
 PRUNE_BATCH = 20
 
 
-def code_record(row) -> Code:
-    return Code(code_hash=row.code_hash, purpose=row.purpose, user_uuid=row.user_uuid, email=row.email,
-                created_at=row.created_at, expires_at=row.expires_at, used_at=row.used_at)
-
-
-def letter_record(row) -> Letter:
-    return Letter(id=row.id, purpose=row.purpose, email=row.email, user_uuid=row.user_uuid,
-                  created_at=row.created_at, attempts=row.attempts)
-
-
-def totp_record(row) -> TotpState:
-    return TotpState(user_uuid=row.user_uuid, secret=row.secret, confirmed=row.confirmed,
-                     last_step=row.last_step, recovery_hashes=tuple(row.recovery_hashes.split()))
+#: The records the writes answer, built from the row (or the values written).
+code_record = record_builder(Code)
+letter_record = record_builder(Letter)
+totp_record = record_builder(TotpState)
+key_record = record_builder(SigningKey)
 
 
 def _skip_locked(query, entity):
@@ -195,11 +187,6 @@ class TotpStore:
         user.set(mfa_enabled=False, updated_at=utcnow())
         move_cache_revision(self.e)
         return user_record(user)
-
-
-def key_record(row) -> SigningKey:
-    return SigningKey(kid=row.kid, alg=row.alg, public_jwk=row.public_jwk, private_key=row.private_key,
-                      created_at=row.created_at, retired_at=row.retired_at)
 
 
 class KeyStore:

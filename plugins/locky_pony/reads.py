@@ -78,6 +78,22 @@ SHAPES: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def record_builder(record) -> Callable[[Any], Any]:
+    """The builder of ``record`` (a :mod:`locky.records` dataclass) from an entity row,
+    or from the values a write wrote (:class:`.inserts.Written`): each field is the
+    column of its name, in the form the record holds (:data:`SHAPES`; Pony already gives
+    timestamps and booleans as such). What the writes answer; the reads build theirs
+    from rows with :class:`Columns`."""
+    fields = [(f.name, SHAPES.get(f.name)) for f in dataclasses.fields(record)]
+
+    def build(row):
+        return record(*[getattr(row, name) if shape is None else shape(getattr(row, name))
+                        for name, shape in fields])
+
+    build.__name__ = f"{record.__name__.lower()}_record"
+    return build
+
+
 def _converter(entity, record_field: dataclasses.Field) -> Callable[[Any], Any] | None:
     """How the column of ``record_field`` becomes the field: by its name for the shapes
     above, else by the entity attribute's type (timestamps, booleans); ``None``: as is."""

@@ -15,18 +15,12 @@ from locky import Authenticated, Session, User, utcnow
 from .compat import dialect_of
 from .guard import transaction
 from .reader import Reader
-from .reads import AuthenticationRead
+from .reads import AuthenticationRead, record_builder
 from .stores import move_policy_revision
 
 
-def session_record(row) -> Session:
-    return Session(
-        uuid=row.uuid,
-        user_uuid=row.user_uuid,
-        created_at=row.created_at,
-        revoked_at=row.revoked_at,
-        refresh_jti=row.refresh_jti,
-    )
+#: The record the writes answer, built from the row.
+session_record = record_builder(Session)
 
 
 class SessionStore:

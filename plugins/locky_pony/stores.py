@@ -38,7 +38,7 @@ from . import compat
 from .guard import integrity_errors, transaction
 from .inserts import insert
 from .reader import Reader
-from .reads import CACHE_REVISION, RecordReads, column, is_id
+from .reads import CACHE_REVISION, RecordReads, column, is_id, record_builder
 
 #: The role a group's creator gets; a group keeps at least one live member holding it.
 OWNER = "owner"
@@ -50,37 +50,11 @@ def new_uuid() -> str:
     return str(uuidlib.uuid4())
 
 
-def _common(row) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "uuid": row.uuid,
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
-        "deleted_at": row.deleted_at,
-    }
-
-
-def user_record(row) -> User:
-    return User(**_common(row), name=row.name, email=row.email, email_verified=row.email_verified,
-                disabled=row.disabled, mfa_enabled=row.mfa_enabled, password_hash=row.password_hash)
-
-
-def group_record(row) -> Group:
-    return Group(**_common(row), name=row.name, description=row.description)
-
-
-def member_record(row) -> Member:
-    return Member(**_common(row), group_uuid=row.group_uuid, user_uuid=row.user_uuid, role=row.role)
-
-
-def role_record(row) -> Role:
-    return Role(
-        **_common(row),
-        name=row.name,
-        description=row.description,
-        permissions=tuple(Permission(p["resource"], p["action"]) for p in row.permissions),
-        builtin=row.builtin,
-    )
+#: The records the writes answer, built from the row (or the values written).
+user_record = record_builder(User)
+group_record = record_builder(Group)
+member_record = record_builder(Member)
+role_record = record_builder(Role)
 
 
 def soft_delete(row, now: datetime) -> None:
