@@ -16,8 +16,8 @@ The modules:
 - :mod:`.declared`: for every store method, whether it reads or what it makes stale
   (one table), and the caches that follow those topics;
 - :mod:`.bus`: the change-bus protocol and the capabilities a bus declares;
-- :mod:`.storage`: :class:`CachingStorage`, built from both;
-- :mod:`.memory`: the :class:`Cache` of values kept for a while;
+- :mod:`.storage`: :class:`CachingStorage`, built from both, and the :class:`Cache` of
+  values it keeps for a while;
 - :mod:`.context`: what the cache learns from the request being served.
 
 Four buses ship with Locky, each with its own guarantee (see its module):
@@ -45,8 +45,7 @@ from locky.cache.declared import (
     KEPT, KEYS, READ, REVISION, SESSION, STORAGE_CACHE, STORES, UNCACHED, USER_ID, USER_UUID, USERS, Effect,
     Watcher, moves,
 )
-from locky.cache.memory import MISSING, Cache
-from locky.cache.storage import CachingStorage, user_tags
+from locky.cache.storage import MISSING, Cache, CachingStorage, user_tags
 
 __all__ = ["KEPT", "KEYS", "MISSING", "READ", "REVISION", "SESSION", "STORAGE_CACHE", "STORES", "UNCACHED",
            "USERS", "USER_ID", "USER_UUID", "Cache", "CachingStorage", "ChangeBus", "Effect", "Freshness", "Keeps",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["current_request", "filling", "request_ended", "request_started", "request_wrote", "stale_ok",
+__all__ = ["FILLING", "current_request", "filling", "request_ended", "request_started", "request_wrote", "stale_ok",
            "stale_reads"]
 
 #: The request being served in this context: an object of its own per request, set by
@@ -45,25 +45,16 @@ def request_wrote() -> None:
         _request.set(object())
 
 
-#: Whether the read being made in this context fills a cache (:func:`filling`).
-_filling: ContextVar[bool] = ContextVar("locky_cache_filling", default=False)
-
-
-@contextmanager
-def filling_cache():
-    """Around a read whose answer a cache keeps."""
-    marked = _filling.set(True)
-    try:
-        yield
-    finally:
-        _filling.reset(marked)
+#: Whether the read being made in this context fills a cache (:func:`filling`): set
+#: around such a read by the storage cache (:func:`locky.cache.storage.kept`).
+FILLING: ContextVar[bool] = ContextVar("locky_cache_filling", default=False)
 
 
 def filling() -> bool:
     """Whether the read being made will be kept by a cache: a storage must then answer
     it from the primary, never from a read replica, whose lag the cache would keep past
     the replica's own bound (:mod:`locky_pony.reader`)."""
-    return _filling.get()
+    return FILLING.get()
 
 
 #: Whether the caller of the reads made in this context can take an answer a little
@@ -88,4 +79,4 @@ def stale_reads():
 def stale_ok() -> bool:
     """Whether the read being made may be answered from a read replica: its caller said
     so (:func:`stale_reads`) and no cache will keep it (:func:`filling`)."""
-    return _stale_ok.get() and not _filling.get()
+    return _stale_ok.get() and not FILLING.get()

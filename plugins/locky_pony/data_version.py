@@ -20,7 +20,7 @@ Why a cached value is never served after a write that replaced it was answered:
   is being served may not be seen by that request: it is served as of its first check,
   as if it had run a moment earlier, and the next request sees the commit.
 - *Nothing read before a commit is kept after it.* A value read from storage is stored
-  only if no emptying happened since the read began (:meth:`locky.cache.memory.Cache.put`
+  only if no emptying happened since the read began (:meth:`locky.cache.storage.Cache.put`
   checks freshness, always asking (:meth:`DataVersionBus.fresh_to_store`), then the
   generation taken before the read).
 - *Nothing uncommitted is kept.* Inside a Pony session (an ``atomic`` block, or a
@@ -82,7 +82,7 @@ class DataVersionBus:
     def fresh_to_store(self) -> bool:
         """:meth:`fresh` before a value read from storage is kept: always asks (stores
         come after misses, so this costs nothing on the path served from memory). A
-        commit seen here first empties the cache, and :meth:`locky.cache.memory.Cache.put`'s generation
+        commit seen here first empties the cache, and :meth:`locky.cache.storage.Cache.put`'s generation
         check then refuses what was read before it, as it does outside requests."""
         if core.local.db_session is not None:
             return False

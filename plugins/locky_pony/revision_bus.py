@@ -23,7 +23,7 @@ Why a cached record is never served after a change that replaced it was answered
   new number can be served a value kept under the old one, and a request that read the
   old one (it began before the change) no longer uses the cache once the new one is in.
 - *Nothing read before a change is kept after it.* A value read from storage is kept
-  only if no emptying happened since the read began (:meth:`locky.cache.memory.Cache.put`).
+  only if no emptying happened since the read began (:meth:`locky.cache.storage.Cache.put`).
 - *A request's own writes.* After a write through the cache the request reads through.
 - *Nothing uncommitted.* Inside a transaction the cache is neither used nor told.
 
