@@ -65,6 +65,12 @@ def locky_add_settings(settings: PluginSettings) -> None:
     runs every check, in the order the plugins were registered, after the secret and
     before the database (the bundled Casbin authorizer checks its policy files so).
 
+    The plugins bundled with Locky also declare their ``LOCKY_*`` settings here, with
+    ``settings.add(name, default, type=..., bounds=..., check=..., help=...)``
+    (``LOCKY_POLICY_DIR``, ``LOCKY_SMTP_URL``, ``LOCKY_BCRYPT_ROUNDS``, ...): read like
+    Locky's own and as ``context.settings.name``. Those are collected from the bundled
+    plugins once per process, before any app's plugin manager exists.
+
     Called once per plugin manager (every app, ``locky check``, ``locky plugins``), after
     every plugin is registered and before any provider is built. Returns nothing.
     """

@@ -101,6 +101,17 @@ def _register_object(pm: pluggy.PluginManager, plugin: Any) -> None:
     pm.register(plugin)
 
 
+def bundled_settings() -> PluginSettings:
+    """What the bundled plugins declare with ``locky_add_settings``, all of them (blocked
+    or not: a blocked plugin's settings are still read, unused, as they always were):
+    their ``LOCKY_*`` settings come from here, before any plugin manager of an app exists."""
+    pm = pluggy.PluginManager("locky")
+    pm.add_hookspecs(hookspecs)
+    for name in DEFAULT_PLUGINS:
+        pm.register(importlib.import_module(name), name=name)
+    return declared_settings(pm)
+
+
 def declared_settings(pm: pluggy.PluginManager) -> PluginSettings:
     """What the loaded plugins declare with ``locky_add_settings``: their ``[plugins.NAME]``
     tables and their checks."""

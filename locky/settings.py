@@ -79,7 +79,6 @@ class Settings:
     access_ttl: int = 15 * 60
     refresh_ttl: int = 7 * 24 * 3600
     admin_emails: tuple[str, ...] = ()
-    policy_dir: str | None = None
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 2
@@ -123,7 +122,6 @@ class Settings:
     # Where the cache listens (a direct connection: LISTEN cannot pass PgBouncer's
     # transaction pooling); None: LOCKY_DATABASE_URL.
     database_listen_url: str | None = field(default=None, repr=False)
-    bcrypt_rounds: int = 12
     login_max_failures: int = 5
     login_window: int = 15 * 60
     # Failed logins one client address may make per window, over all emails.
@@ -146,10 +144,7 @@ class Settings:
     # Where the ``file`` mailer writes; None: a ``mail/`` folder beside the SQLite
     # database (``./mail`` with another engine).
     mail_dir: str | None = None
-    smtp_url: str | None = field(default=None, repr=False)
     mail_from: str = "Locky <locky@localhost>"
-    # Seconds an SMTP exchange may take before the message is retried later.
-    smtp_timeout: int = 10
     verify_ttl: int = 24 * 3600
     reset_ttl: int = 30 * 60
     require_verified_email: bool = False
@@ -162,6 +157,37 @@ class Settings:
     webhook_retry_seconds: int = 24 * 3600
     # Free-form section for third-party plugins: ``[plugins.NAME]`` in TOML.
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    # The values of the settings the bundled plugins declare (``locky_add_settings``:
+    # ``LOCKY_POLICY_DIR``, ``LOCKY_SMTP_URL``, ...), by name; read as attributes,
+    # ``settings.policy_dir``, like the fields above.
+    plugin_values: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names that are not fields: a bundled plugin's setting.
+        if name.startswith("_") or name == "plugin_values":
+            raise AttributeError(name)
+        values = self.__dict__.get("plugin_values") or {}
+        if name in values:
+            return values[name]
+        declared = bundled_declarations()
+        if name in declared:
+            return declared[name].default
+        raise AttributeError(f"'Settings' object has no attribute {name!r}")
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """Every setting's name, ``LOCKY_`` + the name upper-cased being its variable: the
+        fields above and the settings the bundled plugins declare."""
+        own = [f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "plugin_values")]
+        return own + [name for name in bundled_declarations() if name not in own]
+
+    @classmethod
+    def default_of(cls, name: str) -> Any:
+        """The default of the setting ``name`` (:meth:`names`)."""
+        for f in dataclasses.fields(cls):
+            if f.name == name:
+                return f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        return bundled_declarations()[name].default
 
     @classmethod
     def load(
@@ -172,27 +198,34 @@ class Settings:
     ) -> "Settings":
         """Build settings from a TOML file, ``LOCKY_*`` variables and overrides."""
         environ = os.environ if environ is None else environ
-        _warn_unknown_variables(environ, [f.name for f in dataclasses.fields(cls) if f.name != "extra"])
+        names = cls.names()
+        _warn_unknown_variables(environ, names)
         values: dict[str, Any] = {}
         config = config or environ.get("LOCKY_CONFIG")
         if config:
             values.update(_read_toml(Path(config)))
-        for f in dataclasses.fields(cls):
-            key = "LOCKY_" + f.name.upper()
-            if f.name != "extra" and key in environ:
-                values[f.name] = environ[key]
+        for name in names:
+            key = "LOCKY_" + name.upper()
+            if key in environ:
+                values[name] = environ[key]
         values.update(overrides)
         return cls.from_mapping(values)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "Settings":
         """Coerce and validate raw values (strings from the environment or TOML types)."""
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - set(known))
+        known = {f.name: f for f in dataclasses.fields(cls) if f.name != "plugin_values"}
+        declared = bundled_declarations()
+        unknown = sorted(set(values) - set(known) - set(declared) - {"plugin_values"})
         if unknown:
             raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
-        coerced = {name: _coerce(name, known[name].type, raw) for name, raw in values.items()}
-        settings = cls(**coerced)
+        coerced = {name: _coerce(name, known[name].type, raw) for name, raw in values.items() if name in known}
+        # A copy's values (replace) first, then the ones named outright.
+        given = {**{k: v for k, v in (values.get("plugin_values") or {}).items() if k in declared},
+                 **{k: v for k, v in values.items() if k in declared}}
+        plugin_values = {name: setting.default for name, setting in declared.items()}
+        plugin_values.update({name: _coerce(name, declared[name].type, raw) for name, raw in given.items()})
+        settings = cls(**coerced, plugin_values=plugin_values)
         settings.validate()
         return settings
 
@@ -236,7 +269,6 @@ class Settings:
             ("port", 0, 65535),
             ("workers", 1, 256),
             ("threads", 1, 256),
-            ("bcrypt_rounds", 4, 31),
             ("login_max_failures", 1, 1000),
             ("login_window", 1, 7 * 24 * 3600),
             ("login_max_failures_per_ip", 1, 1_000_000),
@@ -250,7 +282,6 @@ class Settings:
             ("database_replica_max_lag", 1, 3600),
             ("auth_cache_lease_ms", 100, 60_000),
             ("key_rotation_days", 0, 3650),
-            ("smtp_timeout", 1, 300),
             ("verify_ttl", 60, 30 * 24 * 3600),
             ("reset_ttl", 60, 7 * 24 * 3600),
             ("audit_retention_days", 0, 100 * 366),
@@ -263,9 +294,6 @@ class Settings:
         if self.public_url is not None and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", self.public_url):
             raise SettingsError("LOCKY_PUBLIC_URL must be an http:// or https:// URL such as"
                                 " https://auth.example.com (no query or fragment)")
-        if self.smtp_url is not None and not self.smtp_url.startswith(("smtp://", "smtps://")):
-            raise SettingsError("LOCKY_SMTP_URL must start with smtp:// (STARTTLS) or smtps:// (TLS),"
-                                " e.g. smtp://user:password@mail.example.com:587")
         for name in ("storage", "tokens", "password_hasher", "authorizer", "mailer"):
             if not getattr(self, name):
                 raise SettingsError(f"LOCKY_{name.upper()} must name a provider")
@@ -273,6 +301,9 @@ class Settings:
             parse_networks(self.trusted_proxies)
         except ValueError as exc:
             raise SettingsError(f"LOCKY_TRUSTED_PROXIES: {exc} (comma-separated CIDRs, e.g. 10.0.0.0/8)") from None
+        for setting in bundled_declarations().values():  # the bundled plugins' own, in their order
+            if setting.check is not None:
+                setting.check(getattr(self, setting.name))
 
     def _validate_auth_cache(self, scheme: str) -> None:
         if self.auth_cache not in AUTH_CACHES:
@@ -634,9 +665,38 @@ def _coerce(name: str, annotation: str, raw: Any) -> Any:
     return str(raw).strip() if name != "jwt_secret" else str(raw)
 
 
+@dataclass(frozen=True)
+class Declared:
+    """A ``LOCKY_*`` setting a bundled plugin declares (:meth:`PluginSettings.add`)."""
+
+    name: str
+    default: Any
+    #: As a field of :class:`Settings` is annotated: ``int``, ``bool``, ``str | None``,
+    #: ``str``, ``tuple[str, ...]``; says how a variable's text is read.
+    type: str
+    #: ``check(value)`` raises :class:`SettingsError` for a value out of bounds.
+    check: Callable[[Any], None] | None = None
+    help: str = ""
+
+
+def bundled_declarations() -> dict[str, Declared]:
+    """The ``LOCKY_*`` settings the bundled plugins declare, by name, in their order
+    (read once per process: the bundled plugins do not change)."""
+    global _DECLARED
+    if _DECLARED is None:
+        from locky.plugins import bundled_settings  # the plugins' module builds on this one
+
+        _DECLARED = bundled_settings().settings
+    return _DECLARED
+
+
+_DECLARED: dict[str, Declared] | None = None
+
+
 class PluginSettings:
     """What plugins declare through the ``locky_add_settings`` hook: the ``[plugins.NAME]``
-    tables each reads, with the options a table may hold, and the checks ``locky check`` runs.
+    tables each reads, with the options a table may hold, and the checks ``locky check`` runs;
+    the bundled plugins also declare their ``LOCKY_*`` settings here (:meth:`add`).
 
     A table nobody declares is refused (:meth:`refuse_unknown`) unless it is named after
     a loaded plugin, so that a misspelt ``[plugins.NAME]`` stops startup instead of
@@ -647,6 +707,31 @@ class PluginSettings:
         #: Table name -> the options it may hold (``None``: any) with their help.
         self.tables: dict[str, dict[str, str] | None] = {}
         self.checks: list[Callable[["Settings"], None]] = []
+        #: The ``LOCKY_*`` settings declared with :meth:`add`, by name.
+        self.settings: dict[str, Declared] = {}
+
+    def add(self, name: str, default: Any, *, type: str, bounds: tuple[int, int] | None = None,
+            check: Callable[[Any], None] | None = None, help: str = "") -> None:
+        """Declare the setting ``name``: ``LOCKY_<NAME>`` in the environment, ``name`` in the
+        TOML file's ``[locky]`` table and in :meth:`Settings.load`'s overrides, read as
+        ``settings.name``. ``bounds=(low, high)``: an integer's range, refused as Locky refuses
+        its own (``LOCKY_<NAME> must be between low and high``); ``check(value)`` raises
+        :class:`SettingsError` for any other bad value. Checked wherever settings are built.
+        Only the plugins bundled with Locky declare such settings (the ``LOCKY_`` names are
+        Locky's); a plugin of yours uses a ``[plugins.NAME]`` table."""
+        if name in self.settings or name in {f.name for f in dataclasses.fields(Settings)}:
+            raise SettingsError(f"the setting {name!r} is declared twice")
+        if bounds is not None:
+            low, high = bounds
+
+            def in_bounds(value: int, then: Callable[[Any], None] | None = check) -> None:
+                if not low <= value <= high:
+                    raise SettingsError(f"LOCKY_{name.upper()} must be between {low} and {high}")
+                if then is not None:
+                    then(value)
+
+            check = in_bounds
+        self.settings[name] = Declared(name, default, type, check, help)
 
     def add_table(self, name: str, options: Mapping[str, str] | None = None) -> None:
         """Declare the table ``[plugins.NAME]`` and the options it may hold (each with its

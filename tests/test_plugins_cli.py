@@ -58,7 +58,7 @@ def test_lists_modules_from_locky_plugins(tmp_path):
     assert result.returncode == 0, result.stderr
     listed = rows(result.stdout)
     assert listed["locky_api_keys"] == str(EXAMPLES / "api-keys" / "locky_api_keys.py")
-    assert "hooks: locky_authenticate, locky_routes, locky_shutdown" in result.stdout
+    assert "hooks: locky_add_settings, locky_authenticate, locky_routes, locky_shutdown" in result.stdout
     assert listed["password_hasher"].startswith("argon2*, bcrypt")
 
 

@@ -422,3 +422,55 @@ def test_max_body_bytes_is_configurable(tmp_path):
 def test_the_test_helpers_admin_is_an_admin(locky_client, locky_admin, locky_user):
     assert locky_admin.email == ADMIN_EMAIL
     assert locky_client.simulate_delete(f"/v1/private/users/{locky_user.id}", headers=locky_admin.headers).status_code == 204
+
+
+# The settings the bundled plugins declare (locky_add_settings): read and refused as before.
+
+PLUGIN_SETTINGS = {"policy_dir": "locky_casbin", "smtp_url": "locky_mail", "smtp_timeout": "locky_mail",
+                   "bcrypt_rounds": "locky_bcrypt"}
+
+
+def test_the_bundled_plugins_declare_their_own_settings():
+    import dataclasses
+
+    from locky.plugins import bundled_settings
+
+    declared = bundled_settings().settings
+    assert set(PLUGIN_SETTINGS) <= set(declared)
+    own = {f.name for f in dataclasses.fields(Settings)}
+    assert not own & set(PLUGIN_SETTINGS)  # the core holds none of them
+    assert set(PLUGIN_SETTINGS) <= set(Settings.names())
+    assert (Settings().policy_dir, Settings().smtp_url, Settings().smtp_timeout, Settings().bcrypt_rounds) == (
+        None, None, 10, 12)
+
+
+def test_plugin_settings_come_from_the_environment_the_file_and_overrides(tmp_path):
+    config = tmp_path / "locky.toml"
+    config.write_text('[locky]\npolicy_dir = "/srv/policy"\nsmtp_timeout = 7\n')
+    settings = Settings.load({"LOCKY_BCRYPT_ROUNDS": "5", "LOCKY_SMTP_TIMEOUT": "9"}, config=config,
+                             smtp_url="smtps://mail.example.com")
+    assert (settings.policy_dir, settings.smtp_timeout, settings.bcrypt_rounds, settings.smtp_url) == (
+        "/srv/policy", 9, 5, "smtps://mail.example.com")
+    copy = settings.replace(port=9000)
+    assert (copy.port, copy.bcrypt_rounds, copy.policy_dir) == (9000, 5, "/srv/policy")
+    assert settings.replace(bcrypt_rounds=6).bcrypt_rounds == 6
+    assert "smtps://" not in repr(settings)
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"bcrypt_rounds": "3"}, "LOCKY_BCRYPT_ROUNDS must be between 4 and 31"),
+    ({"bcrypt_rounds": "many"}, "LOCKY_BCRYPT_ROUNDS must be an integer (got 'many')"),
+    ({"smtp_timeout": "0"}, "LOCKY_SMTP_TIMEOUT must be between 1 and 300"),
+    ({"smtp_url": "http://mail.example.com"}, "LOCKY_SMTP_URL must start with smtp:// (STARTTLS) or smtps://"
+                                              " (TLS), e.g. smtp://user:password@mail.example.com:587"),
+    ({"polcy_dir": "/srv"}, "unknown setting(s): polcy_dir"),
+])
+def test_plugin_settings_are_refused_in_lockys_words(values, message):
+    with pytest.raises(SettingsError) as refused:
+        Settings.from_mapping(values)
+    assert str(refused.value) == message
+
+
+def test_a_misspelt_plugin_variable_is_named_with_the_right_one(caplog):
+    Settings.load({"LOCKY_POLCY_DIR": "/srv"})
+    assert "LOCKY_POLCY_DIR (did you mean LOCKY_POLICY_DIR?)" in caplog.text

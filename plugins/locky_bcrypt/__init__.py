@@ -64,5 +64,11 @@ class BcryptHasher:
 
 
 @hookimpl
+def locky_add_settings(settings):
+    settings.add("bcrypt_rounds", 12, type="int", bounds=(4, 31),
+                 help="the bcrypt cost of new hashes (LOCKY_BCRYPT_ROUNDS); older ones are rehashed at login")
+
+
+@hookimpl
 def locky_register_password_hashers(registry):
     registry.add("bcrypt", lambda context: BcryptHasher(context.settings.bcrypt_rounds))

@@ -380,8 +380,10 @@ def locky_add_commands(subparsers):
 
 @hookimpl
 def locky_add_settings(settings):
-    """``locky check`` loads the policy files ``LOCKY_POLICY_DIR`` names when this
+    """``LOCKY_POLICY_DIR``; ``locky check`` loads the policy files it names when this
     authorizer is the one in use (another authorizer checks its own when built)."""
+    settings.add("policy_dir", None, type="str | None",
+                 help="the directory of model.conf and policy.csv (LOCKY_POLICY_DIR); none: the shipped policy")
     settings.add_check(check_policy)
 
 

@@ -35,6 +35,21 @@ def smtp_mailer(context) -> SmtpMailer:
 
 
 @hookimpl
+def locky_add_settings(settings):
+    settings.add("smtp_url", None, type="str | None", check=_smtp_url,
+                 help="where the smtp mailer sends (LOCKY_SMTP_URL): smtp:// (STARTTLS) or smtps:// (TLS)")
+    # Seconds an SMTP exchange may take before the message is retried later.
+    settings.add("smtp_timeout", 10, type="int", bounds=(1, 300),
+                 help="seconds an SMTP exchange may take (LOCKY_SMTP_TIMEOUT)")
+
+
+def _smtp_url(url: str | None) -> None:
+    if url is not None and not url.startswith(("smtp://", "smtps://")):
+        raise SettingsError("LOCKY_SMTP_URL must start with smtp:// (STARTTLS) or smtps:// (TLS),"
+                            " e.g. smtp://user:password@mail.example.com:587")
+
+
+@hookimpl
 def locky_register_mailers(registry):
     registry.add("file", file_mailer)
     registry.add("smtp", smtp_mailer)
