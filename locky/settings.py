@@ -73,9 +73,6 @@ class Settings:
     jwt_algorithm: str = "ES256"
     # None: LOCKY_PUBLIC_URL when set, else http://<host>:<port> (see ``issuer``).
     jwt_issuer: str | None = None
-    jwt_audience: str = "locky"
-    # Days an asymmetric signing key signs before a new one takes over (0: never).
-    key_rotation_days: int = 90
     access_ttl: int = 15 * 60
     refresh_ttl: int = 7 * 24 * 3600
     admin_emails: tuple[str, ...] = ()
@@ -281,7 +278,6 @@ class Settings:
             ("database_pool_timeout", 1, 300),
             ("database_replica_max_lag", 1, 3600),
             ("auth_cache_lease_ms", 100, 60_000),
-            ("key_rotation_days", 0, 3650),
             ("verify_ttl", 60, 30 * 24 * 3600),
             ("reset_ttl", 60, 7 * 24 * 3600),
             ("audit_retention_days", 0, 100 * 366),

@@ -427,7 +427,7 @@ def test_the_test_helpers_admin_is_an_admin(locky_client, locky_admin, locky_use
 # The settings the bundled plugins declare (locky_add_settings): read and refused as before.
 
 PLUGIN_SETTINGS = {"policy_dir": "locky_casbin", "smtp_url": "locky_mail", "smtp_timeout": "locky_mail",
-                   "bcrypt_rounds": "locky_bcrypt"}
+                   "bcrypt_rounds": "locky_bcrypt", "jwt_audience": "locky_jwt", "key_rotation_days": "locky_jwt"}
 
 
 def test_the_bundled_plugins_declare_their_own_settings():
@@ -461,6 +461,7 @@ def test_plugin_settings_come_from_the_environment_the_file_and_overrides(tmp_pa
     ({"bcrypt_rounds": "3"}, "LOCKY_BCRYPT_ROUNDS must be between 4 and 31"),
     ({"bcrypt_rounds": "many"}, "LOCKY_BCRYPT_ROUNDS must be an integer (got 'many')"),
     ({"smtp_timeout": "0"}, "LOCKY_SMTP_TIMEOUT must be between 1 and 300"),
+    ({"key_rotation_days": "3651"}, "LOCKY_KEY_ROTATION_DAYS must be between 0 and 3650"),
     ({"smtp_url": "http://mail.example.com"}, "LOCKY_SMTP_URL must start with smtp:// (STARTTLS) or smtps://"
                                               " (TLS), e.g. smtp://user:password@mail.example.com:587"),
     ({"polcy_dir": "/srv"}, "unknown setting(s): polcy_dir"),

@@ -145,6 +145,14 @@ class JWTBackend:
 
 
 @hookimpl
+def locky_add_settings(settings):
+    settings.add("jwt_audience", "locky", type="str", help="the tokens' aud (LOCKY_JWT_AUDIENCE)")
+    # Days an asymmetric signing key signs before a new one takes over (0: never).
+    settings.add("key_rotation_days", 90, type="int", bounds=(0, 3650),
+                 help="days a signing key signs before a new one takes over (LOCKY_KEY_ROTATION_DAYS; 0: never)")
+
+
+@hookimpl
 def locky_register_tokens(registry):
     registry.add("jwt", lambda context: JWTBackend(context.settings, context.storage))
 
