@@ -43,9 +43,9 @@ import threading
 from contextlib import contextmanager
 from typing import Callable
 
-from pony.orm import core
-
 from locky.storage import Freshness, Keeps, current_request
+
+from .compat import in_db_session
 
 log = logging.getLogger("locky.storage")
 
@@ -72,7 +72,7 @@ class DataVersionBus:
         self._reset = on_reset
 
     def fresh(self) -> bool:
-        if core.local.db_session is not None:
+        if in_db_session():
             return False  # inside a transaction: its reads may see its own uncommitted writes
         request = current_request()
         if request is not None and getattr(self._local, "checked_in", None) is request:
@@ -84,7 +84,7 @@ class DataVersionBus:
         come after misses, so this costs nothing on the path served from memory). A
         commit seen here first empties the cache, and :meth:`locky.cache.storage.Cache.put`'s generation
         check then refuses what was read before it, as it does outside requests."""
-        if core.local.db_session is not None:
+        if in_db_session():
             return False
         return self._check(current_request())
 

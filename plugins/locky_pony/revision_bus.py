@@ -38,9 +38,9 @@ import threading
 from contextlib import contextmanager
 from typing import Callable
 
-from pony.orm import core
-
 from locky.storage import Freshness, Keeps, current_request
+
+from .compat import in_db_session
 
 
 class RevisionBus:
@@ -65,7 +65,7 @@ class RevisionBus:
 
     def observe(self, revision: int) -> None:
         """This request's authentication read ``revision``."""
-        if core.local.db_session is not None:
+        if in_db_session():
             return  # read inside a transaction: it may see the transaction's own change
         request = current_request()
         if request is None:
@@ -79,7 +79,7 @@ class RevisionBus:
         local.request, local.revision = request, revision
 
     def fresh(self) -> bool:
-        if core.local.db_session is not None:
+        if in_db_session():
             return False
         local = self._local
         request = current_request()
