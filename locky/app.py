@@ -68,6 +68,7 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = (), *,
         prepare_storage(context.storage, settings)
         context.storage.roles.sync_builtin(context.authorizer.builtin_roles())
         routes = _collect_routes(context)
+        document = spec.build(routes, pm.hook, context)  # a plugin's schema name taken stops here
     except ProviderError as exc:
         context.close()
         raise SettingsError(str(exc)) from None
@@ -75,7 +76,6 @@ def create_app(settings: Settings | None = None, plugins: Iterable[Any] = (), *,
         context.close()
         raise
 
-    document = spec.build(routes, pm.hook, context)
     mounted = routes + swagger.routes(document) + console.routes()
     # Whether each operation is public is read from the same table as the Swagger document.
     middleware = [
