@@ -6,11 +6,15 @@ Registered as the storage provider ``pony``; the engine is chosen by
 - :mod:`.database` binds the ``Database`` and maps :mod:`.entities`; :mod:`.schema`
   migrates it;
 - :mod:`.guard`: transactions, retries, and database failures as Locky's errors;
-- :mod:`.reader` (where a plain-SQL read runs) and :mod:`.reads` (every read, one
-  statement each, and the records built from its rows);
+- :mod:`.reader` (where a plain-SQL read runs) and :mod:`.reads` (the read layer: every
+  read of a record, one statement each, and how a record is built from stored values);
+  :mod:`.inserts` (a create's record built from the values it wrote);
 - :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes),
-  :mod:`.sessions` (login sessions, the login throttle, grants) and :mod:`.lifecycle`
-  (single-use codes, the mail outbox, TOTP);
+  :mod:`.sessions` (login sessions, the login throttle, grants), :mod:`.lifecycle`
+  (single-use codes, the mail outbox, TOTP, signing keys) and :mod:`.audit` (the audit
+  trail, webhooks and their deliveries);
+- :mod:`.compat`: every use of Pony's private API, each said why and tested against the
+  installed Pony (``tests/test_pony_compat.py``);
 - :mod:`.pool` and :mod:`.replicas`: where statements run; :mod:`.notify`,
   :mod:`.data_version` and :mod:`.revision_bus`: the change buses of ``LOCKY_AUTH_CACHE``
   (PostgreSQL, SQLite, any engine).
