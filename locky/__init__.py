@@ -20,7 +20,7 @@ _EXPORTS = {
     "LockyError": "locky.errors", "Locked": "locky.errors", "NotFound": "locky.errors",
     "SchemaError": "locky.errors", "Unauthorized": "locky.errors", "Unavailable": "locky.errors",
     "Event": "locky.events",
-    "load": "locky.media", "read_json": "locky.media",
+    "load": "locky.http.media", "read_json": "locky.http.media",
     "hookimpl": "locky.plugins",
     "Authorizer": "locky.providers", "BuiltinRole": "locky.providers", "Claims": "locky.providers",
     "IssuedToken": "locky.providers", "Migration": "locky.providers", "PasswordHasher": "locky.providers",
@@ -68,7 +68,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         Conflict, Forbidden, Invalid, LockyError, Locked, NotFound, SchemaError, Unauthorized, Unavailable,
     )
     from locky.events import Event
-    from locky.media import load, read_json
+    from locky.http.media import load, read_json
     from locky.plugins import hookimpl
     from locky.providers import (
         AuditStore, Authorizer, BuiltinRole, Claims, CodeStore, DeliveryStore, DocumentPages, ExplainingAuthorizer,

@@ -12,10 +12,10 @@ import falcon.routing
 import orjson
 
 from locky import errors, spec
-from locky.client_address import ClientAddresses
+from locky.http.client_address import ClientAddresses
 from locky.context import Context
 from locky.migrations import prepare_storage
-from locky.middleware import JSON_UTF8, Authentication, RequestContext
+from locky.http.middleware import JSON_UTF8, Authentication, RequestContext
 from locky.plugins import build_plugin_manager
 from locky.records import MAX_ID
 from locky.registry import ProviderError

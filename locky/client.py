@@ -492,7 +492,7 @@ def verify_signature(secret: str, headers, body: bytes | str, *, tolerance: int 
             return 400
         event = json.loads(body)   # skip it if event["id"] was seen: delivery is at-least-once
     """
-    from locky.webhook_signing import problem
+    from locky.webhooks.signing import problem
 
     reason = problem(secret, headers, body, tolerance=tolerance)
     if reason is not None:

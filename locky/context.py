@@ -13,12 +13,12 @@ import pluggy
 
 from locky.audit import AuditTrail
 from locky.errors import Forbidden
-from locky.mail_sender import MailSender
+from locky.mail.sender import MailSender
 from locky.providers import Authorizer, Mailer, PasswordHasher, Storage, TokenBackend
 from locky.records import Identity
 from locky.registry import Registry
 from locky.settings import Settings
-from locky.webhook_sender import WebhookSender
+from locky.webhooks.sender import WebhookSender
 
 log = logging.getLogger("locky")
 

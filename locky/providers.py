@@ -565,7 +565,7 @@ class WebhookStore(Protocol):
 
     def matching(self, event: str) -> list[Webhook]:
         """Every subscription one of whose patterns matches ``event`` (see
-        :func:`locky.webhook_patterns.matches`). Called with every audited change, inside its
+        :func:`locky.webhooks.patterns.matches`). Called with every audited change, inside its
         transaction: keep it cheap (few rows; cache what a change cannot make stale)."""
 
     def delete(self, id: int) -> Webhook | None:

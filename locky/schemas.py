@@ -49,7 +49,7 @@ TEXT_PATTERN = rf"^[^{_CONTROLS}]*$"
 #: A name (``plain_text`` and ``not_blank``): no control characters, and at least one
 #: character that is not a space; "names made only of whitespace are 400".
 NAME_PATTERN = rf"^[^{_CONTROLS}]*[^{_CONTROLS}{_SPACES}][^{_CONTROLS}]*$"
-#: Any string storage keeps: every body string with a NUL is a 400 (locky.media).
+#: Any string storage keeps: every body string with a NUL is a 400 (locky.http.media).
 NO_NUL_PATTERN = r"^[^\x00]*$"
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from locky.client_address import parse_networks
+from locky.http.client_address import parse_networks
 
 DEFAULT_DATABASE_FILE = "locky.sqlite"
 #: Token algorithms: asymmetric ones first (keys in storage, published as JWKS).

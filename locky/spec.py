@@ -11,7 +11,7 @@ from apispec import APISpec
 from apispec.exceptions import DuplicateComponentNameError
 from apispec.ext.marshmallow import MarshmallowPlugin
 
-from locky import audit_schemas
+from locky.audit import schemas as audit_schemas
 from locky import schemas as s
 from locky.routes import BASE_PATH, ID_PARAMETER, Route
 from locky.settings import SettingsError

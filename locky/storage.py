@@ -29,7 +29,7 @@ from locky.cache import (
     KEYS, REVISION, USERS, CachingStorage, ChangeBus, Freshness, Keeps, Watcher, current_request, keep_listening,
     stale_ok,
 )
-from locky.webhook_patterns import selects
+from locky.webhooks.patterns import selects
 
 
 def open_storage(settings: Settings) -> Storage:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from locky.clients import admin, anonymous, app
+from locky.cli.clients import admin, anonymous, app
 
 MAINS: dict[str, Callable[..., int]] = {"anonymous": anonymous.main, "app": app.main, "admin": admin.main}
 PASSWORD = "correct horse battery"

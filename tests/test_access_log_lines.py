@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from locky.cli.logs import ACCESS_LOGGER, JsonFormatter, access_json, json_handler
-from locky.middleware import direct_access_writer
+from locky.http.middleware import direct_access_writer
 
 DOCUMENTS = [
     {"method": "GET", "path": "/v1/internal/users", "status": 200, "duration_ms": 0.25,

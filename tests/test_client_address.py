@@ -1,4 +1,4 @@
-"""The client-address rule (:mod:`locky.client_address`, CONTRACT §12): the peer, or the
+"""The client-address rule (:mod:`locky.http.client_address`, CONTRACT §12): the peer, or the
 right-most ``X-Forwarded-For`` address that is not a trusted proxy when the peer is one;
 and ``LOCKY_TRUSTED_PROXIES`` is checked at startup."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from locky.client_address import ClientAddresses, client_key, parse_networks
+from locky.http.client_address import ClientAddresses, client_key, parse_networks
 from locky.settings import Settings, SettingsError
 
 BEHIND = ClientAddresses(["10.0.0.0/8", "2001:db8::/32"])

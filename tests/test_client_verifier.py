@@ -816,7 +816,7 @@ def deliver(receiver, body: bytes, headers: dict[str, str]) -> tuple[str, bytes]
 
 
 def test_verify_signature_raises_on_a_forged_delivery_and_returns_nothing_on_a_good_one():
-    from locky import webhook_signing
+    from locky.webhooks import signing as webhook_signing
     from locky.client import InvalidSignature, verify_signature
 
     secret, body = "whsec_" + "k" * 43, b'{"id":"e1","event":"user.registered","data":{}}'
@@ -833,7 +833,7 @@ def test_verify_signature_raises_on_a_forged_delivery_and_returns_nothing_on_a_g
 
 
 def test_the_documented_receiver_takes_locky_deliveries_and_refuses_forged_ones(capsys):
-    from locky import webhook_signing
+    from locky.webhooks import signing as webhook_signing
 
     secret = "whsec_" + "r" * 43
     namespace = documented_receiver(secret)

@@ -18,11 +18,11 @@ import time
 
 import pytest
 
-from locky.clients import admin, anonymous, app
-from locky.clients.http import HttpClient
-from locky.clients.output import record_table, table
-from locky.clients.record_commands import permission
-from locky.clients.tokens import config_dir, is_expired, token_claims
+from locky.cli.clients import admin, anonymous, app
+from locky.cli.clients.http import HttpClient
+from locky.cli.clients.output import record_table, table
+from locky.cli.clients.record_commands import permission
+from locky.cli.clients.tokens import config_dir, is_expired, token_claims
 from locky.testing import ADMIN_EMAIL, make_settings
 
 from clients_fixtures import alice, cli, home, locky_settings, mailbox, root, server, token_file  # noqa: F401
@@ -264,7 +264,7 @@ def test_concurrent_clients_refresh_once(cli, home, alice, server):
     present the same refresh token twice (the server would revoke the whole login)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from locky.clients.tokens import AuthSession, TokenStore
+    from locky.cli.clients.tokens import AuthSession, TokenStore
 
     data = stored(home, "app")
     data["access_token"] = fake_jwt(sub=alice["uuid"], exp=int(time.time()) - 5)
@@ -571,5 +571,5 @@ def test_console_scripts(server, home, tmp_path):
     result = run("locky-app", "--url", down, "logout")
     assert (result.returncode, result.stdout) == (0, f"Logged out of {server.url}.\n")
     assert not (home / "xdg" / "locky" / "app.json").exists()
-    result = run(sys.executable, "-m", "locky.clients.admin", "--url", down, "users", "list")
+    result = run(sys.executable, "-m", "locky.cli.clients.admin", "--url", down, "users", "list")
     assert result.returncode == 1 and "Traceback" not in result.stderr

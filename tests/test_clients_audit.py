@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from locky.clients import admin, app
-from locky.clients.audit_commands import SECRET_NOTE
+from locky.cli.clients import admin, app
+from locky.cli.clients.audit_commands import SECRET_NOTE
 from locky.testing import ADMIN_EMAIL, make_settings
 
 from clients_fixtures import alice, cli, home, mailbox, root, server  # noqa: F401

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from locky.clients import admin, app
-from locky.clients.http import HttpClient
+from locky.cli.clients import admin, app
+from locky.cli.clients.http import HttpClient
 from locky.testing import ADMIN_EMAIL
 
 from clients_fixtures import alice, cli, home, locky_settings, mailbox, root, server, token_file  # noqa: F401

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 
 import pyotp
 
-from locky.clients import admin, anonymous, app
+from locky.cli.clients import admin, anonymous, app
 from locky.testing import ADMIN_EMAIL, MailBox
 from locky.testing.databases import run_sql
 
@@ -242,7 +242,7 @@ def test_mfa_enable_in_one_run_reads_the_code_after_showing_the_secret(cli, serv
     """The way a person (or a script driving it) uses ``mfa enable``: the secret and URI
     are printed first, then the code is read; the recovery codes come last."""
     env = {**os.environ, "LOCKY_URL": server.url}
-    proc = subprocess.Popen([sys.executable, "-m", "locky.clients.app", "mfa", "enable"], env=env, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "locky.cli.clients.app", "mfa", "enable"], env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         first = proc.stdout.readline()

@@ -23,7 +23,7 @@ from falcon import testing
 
 from locky import create_app
 from locky.cli.main import _parser as locky_parser
-from locky.clients.admin import build_parser as admin_parser
+from locky.cli.clients.admin import build_parser as admin_parser
 from locky.settings import Settings
 from locky.testing import PASSWORD, make_settings
 

@@ -136,7 +136,7 @@ def test_without_a_request_id_each_response_gets_its_own(locky_client):
 
 
 def test_fresh_request_ids_are_canonical_random_uuid4s():
-    from locky.middleware import new_request_id
+    from locky.http.middleware import new_request_id
 
     drawn = [new_request_id() for _ in range(2000)]
     assert len(set(drawn)) == len(drawn)

@@ -24,7 +24,7 @@ import pytest
 from locky import __version__, create_app
 from locky.cli import main as operator
 from locky.cli.check import masked_url
-from locky.clients import admin, anonymous, app
+from locky.cli.clients import admin, anonymous, app
 from locky.testing import TEST_SECRET, make_settings
 
 CLIENTS = {"anonymous": anonymous, "app": app, "admin": admin}

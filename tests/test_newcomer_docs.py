@@ -29,9 +29,9 @@ import pytest
 
 from locky import SettingsError, create_app, hookimpl
 from locky.cli.main import _parser as locky_parser
-from locky.clients.admin import build_parser as admin_parser
-from locky.clients.anonymous import build_parser as anonymous_parser
-from locky.clients.app import build_parser as app_parser
+from locky.cli.clients.admin import build_parser as admin_parser
+from locky.cli.clients.anonymous import build_parser as anonymous_parser
+from locky.cli.clients.app import build_parser as app_parser
 from locky.testing import PASSWORD, LockyClient
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
 """The common-password blocklist (CONTRACT password rules: "not in a blocklist of at least
-100,000 common passwords shipped in the package"): ``locky.password_blocklist`` over
+100,000 common passwords shipped in the package"): ``locky.accounts.password_blocklist`` over
 ``locky/data/common-passwords.txt.gz``. That the wheel carries the file is asserted in
 tests/test_wheel.py (REQUIRED); here, that it loads through ``importlib.resources`` from a
 zip, as it does from an installed wheel."""
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from locky import password_blocklist
+from locky.accounts import password_blocklist
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "locky" / "data" / "common-passwords.txt.gz"
@@ -133,7 +133,7 @@ def test_the_list_loads_from_a_zip_as_from_a_wheel(tmp_path):
     env["PYTHONPATH"] = str(archive)
     done = subprocess.run(
         [sys.executable, "-c",
-         "import locky.password_blocklist as b; print(b.__file__); print(b.size()); print(b.is_common('PassWord1'))"],
+         "import locky.accounts.password_blocklist as b; print(b.__file__); print(b.size()); print(b.is_common('PassWord1'))"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from locky import password_rules
+from locky.accounts import password_rules
 from locky.errors import Invalid
 
 

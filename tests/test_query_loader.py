@@ -1,4 +1,4 @@
-"""Query strings loaded once per text (:class:`locky.media.QueryLoader`): lists, counts and
+"""Query strings loaded once per text (:class:`locky.http.media.QueryLoader`): lists, counts and
 authorization checks asked with the same query again answer exactly as the first time,
 refusals included, and one request's query never leaks into another's."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import falcon.testing
 
-from locky.media import QueryLoader
+from locky.http.media import QueryLoader
 from locky.schemas import UserFilterSchema
 
 

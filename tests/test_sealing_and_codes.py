@@ -1,10 +1,10 @@
-"""Secrets at rest (locky.sealing) and single-use codes (locky.codes)."""
+"""Secrets at rest (locky.sealing) and single-use codes (locky.accounts.codes)."""
 
 from __future__ import annotations
 
 import pytest
 
-from locky.codes import hash_code, hash_recovery_code, new_code, new_recovery_code
+from locky.accounts.codes import hash_code, hash_recovery_code, new_code, new_recovery_code
 from locky.sealing import SealError, Sealer
 
 SECRET = "a-test-secret-of-enough-length-0123456789"

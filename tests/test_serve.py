@@ -262,9 +262,6 @@ port = {port}
 workers = 1
 bcrypt_rounds = 4
 mail_dir = "{tmp_path / 'mail'}"
-
-[plugins.example]
-colour = "blue"
 """)
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:

@@ -1,4 +1,4 @@
-"""Locky's TOTP (locky.totp) against RFC 6238's own test vectors (appendix B, SHA-1).
+"""Locky's TOTP (locky.accounts.totp) against RFC 6238's own test vectors (appendix B, SHA-1).
 
 The RFC lists 8-digit values; a 6-digit code is the same truncation modulo 10**6, so its
 last six digits. ``step_of`` must find each code at its time, within ±1 step and no further.
@@ -10,7 +10,7 @@ import base64
 
 import pytest
 
-from locky.totp import TotpCodes
+from locky.accounts.totp import TotpCodes
 
 RFC_SECRET = base64.b32encode(b"12345678901234567890").decode()
 RFC_VECTORS = [

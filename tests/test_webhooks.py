@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import pytest
 
-from locky import webhook_sender, webhook_targets
+from locky.webhooks import sender as webhook_sender, targets as webhook_targets
 from locky.client import InvalidSignature, verify_signature
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient
 from support.server import ServerProcess, free_port, locky_server

@@ -31,7 +31,7 @@ REQUIRED = [
     "locky/static/swagger/index.html",
     "locky/static/swagger/swagger-ui-bundle.js",
     "locky/static/swagger/swagger-ui.css",
-    "locky/data/common-passwords.txt.gz",  # the password blocklist (locky.password_blocklist)
+    "locky/data/common-passwords.txt.gz",  # the password blocklist (locky.accounts.password_blocklist)
     "locky/data/COMMON-PASSWORDS-LICENSE",
 ]
 PLUGIN_PACKAGES = ["locky_pony", "locky_jwt", "locky_bcrypt", "locky_casbin", "locky_mail"]

@@ -4,7 +4,7 @@ Every record (Locky's, a plugin's, gunicorn's boot and error lines) is one JSON 
 with ``time`` (UTC, ISO 8601), ``level``, ``logger`` and ``message`` (and ``exception``
 when one is logged); ``locky serve`` hands gunicorn's loggers the same formatter
 (``locky.cli.server.GunicornLogger``). The access log's records are JSON objects
-already (see ``locky.middleware``): they are written as they are, with ``time`` and
+already (see ``locky.http.middleware``): they are written as they are, with ``time`` and
 ``level`` added.
 """
 

@@ -13,8 +13,8 @@ import sys
 import pluggy
 
 from locky.cli import check as checks
-from locky.clients.commands import version
-from locky.login_limits import LoginLimits
+from locky.cli.clients.commands import version
+from locky.accounts.login_limits import LoginLimits
 from locky.settings import Settings, SettingsError
 
 #: Commands that read or change an existing database: on a SQLite file that does not
@@ -347,7 +347,7 @@ def _days(text: str) -> int:
 
 def _audit(settings, args) -> int:
     """``locky audit prune --older-than DAYS``."""
-    from locky.audit_retention import prune
+    from locky.audit.retention import prune
 
     days = args.older_than or settings.audit_retention_days
     if not days:

@@ -44,7 +44,7 @@ from gunicorn.http.message import Request
 from gunicorn.http.unreader import Unreader
 from gunicorn.workers.gthread import _DEFER, ThreadWorker
 
-from locky.middleware import JSON_UTF8, REQUEST_ID, SECURITY_HEADERS
+from locky.http.middleware import JSON_UTF8, REQUEST_ID, SECURITY_HEADERS
 
 log = logging.getLogger("locky")
 HEALTH_PATH = "/v1/public/health"

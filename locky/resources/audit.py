@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 import falcon
 
 from locky import audit
-from locky.audit_schemas import (
+from locky.audit.schemas import (
     AuditEventSchema,
     AuditQuerySchema,
     DeliverySchema,
@@ -26,11 +26,11 @@ from locky.audit_schemas import (
 )
 from locky.dump import dumper
 from locky.errors import Invalid, NotFound
-from locky.media import load_query
+from locky.http.media import load_query
 from locky.records import utcnow
 from locky.routes import Operation, Route
-from locky.webhook_sender import webhook_sealer
-from locky.webhook_targets import TargetRefused, check
+from locky.webhooks.sender import webhook_sealer
+from locky.webhooks.targets import TargetRefused, check
 
 from .records import location
 from .writes import body

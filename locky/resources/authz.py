@@ -13,7 +13,7 @@ from typing import Any
 from marshmallow import ValidationError
 
 from locky.errors import Invalid, NotSupported
-from locky.media import QueryLoader, first_message, load_query, read_json
+from locky.http.media import QueryLoader, first_message, load_query, read_json
 from locky.records import Identity, User
 from locky.routes import Operation, Route
 from locky.schemas import (

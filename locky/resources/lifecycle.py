@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import falcon
 
-from locky import reauth
-from locky.accounts import Accounts
+from locky.accounts import reauth
+from locky.accounts.logins import Accounts
 from locky.errors import StateConflict
-from locky.lifecycle import Lifecycle
+from locky.accounts.lifecycle import Lifecycle
 from locky.routes import Operation, Route
 from locky.schemas import (
     EmailRequestSchema,
@@ -84,7 +84,7 @@ class MfaLogin:
 
 class Totp:
     """The caller's own TOTP: set up (POST), turn off (DELETE). Each needs a recent
-    authentication of the login (:mod:`locky.reauth`), so a stolen access token alone
+    authentication of the login (:mod:`locky.accounts.reauth`), so a stolen access token alone
     can neither enrol the thief's authenticator nor strip the owner's."""
 
     def __init__(self, context, lifecycle: Lifecycle):

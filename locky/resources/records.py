@@ -1,7 +1,7 @@
 """Reads shared by every record kind: list, count and get, under ``/v1/internal``.
 
 These are the only reads that say they can take an answer a little behind the latest
-writes (:func:`locky.storage_cache.stale_reads`): a storage with read replicas may
+writes (:func:`locky.cache.stale_reads`): a storage with read replicas may
 answer them from one within its lag bound. The policy check before each stays fresh, as
 does every read of the writes, authentication and the authorization API."""
 
@@ -13,10 +13,10 @@ from marshmallow import Schema
 
 from locky.dump import dumper, plain_fields
 from locky.errors import NotFound
-from locky.media import QueryLoader
+from locky.http.media import QueryLoader
 from locky.providers import DocumentPages
 from locky.routes import ID_PARAMETER, Operation, Route
-from locky.storage_cache import stale_reads
+from locky.cache import stale_reads
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import falcon
 
-from locky.middleware import JSON_UTF8
+from locky.http.middleware import JSON_UTF8
 from locky.routes import Operation, Route
 
 STATIC = Path(__file__).resolve().parent.parent / "static" / "swagger"

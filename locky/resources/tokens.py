@@ -11,9 +11,9 @@ import re
 from typing import Any
 
 from locky import audit
-from locky.accounts import revoke_session
+from locky.accounts.logins import revoke_session
 from locky.errors import Conflict, LockyError, StateConflict
-from locky.media import load, read_json_or_form
+from locky.http.media import load, read_json_or_form
 from locky.routes import Operation, Route
 from locky.schemas import KeyListSchema, TokenRequestSchema
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import falcon
 
-from locky import audit, letters, password_rules
-from locky.accounts import Accounts
+from locky import audit
+from locky.accounts import password_rules
+from locky.mail import letters
+from locky.accounts.logins import Accounts
 from locky.errors import Invalid, NotFound, StateConflict
-from locky.media import load, read_json
+from locky.http.media import load, read_json
 from locky.routes import Operation, Route
 from locky.schemas import (
     LoginRequestSchema,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import falcon
 
 from locky.errors import NotFound
-from locky.media import load, read_json
+from locky.http.media import load, read_json
 
 from .records import location
 
@@ -17,7 +17,7 @@ def body(context, req, schema) -> dict:
 
 def live(store, id: int):
     """The live record ``id`` of ``store`` or a 404, as stored now: never a read replica's
-    answer (not inside :func:`locky.storage_cache.stale_reads`), which would 404 a record
+    answer (not inside :func:`locky.cache.stale_reads`), which would 404 a record
     created a moment ago."""
     record = store.get(id)
     if record is None:

@@ -50,7 +50,7 @@ from locky.records import (
     FAILED, MAX_ID, PENDING, SUCCEEDED, UUID4, AuditEvent, Authenticated, Code, Delivery, Group, Letter, Member, Page,
     Permission, SigningKey, TotpState, User, Webhook, utcnow,
 )
-from locky.webhook_patterns import selects
+from locky.webhooks.patterns import selects
 
 BUILTIN = (
     BuiltinRole("owner", "Owns a group", (Permission("groups", "write"), Permission("members", "write"))),

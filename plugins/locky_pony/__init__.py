@@ -149,7 +149,7 @@ def _replicas(settings) -> Replicas | None:
 
 def open_storage(settings):
     """The ``pony`` storage of ``settings``: with an auth cache (``LOCKY_AUTH_CACHE``),
-    inside the cache of :mod:`locky.storage_cache`, kept honest by :mod:`.notify`
+    inside the cache of :mod:`locky.cache`, kept honest by :mod:`.notify`
     (PostgreSQL), :mod:`.data_version` (an SQLite file) or :mod:`.revision_bus` (the
     cache revision every authentication reads)."""
     storage = PonyStorage(settings)

@@ -136,7 +136,7 @@ class Reader:
     def select(self, statement: Statement, params: tuple, *, stale_ok: bool = False) -> list:
         """The rows of ``statement`` (tuples; lists when it is packed). With ``stale_ok``
         (the statement may be answered by a replica), outside a transaction and when the
-        caller can take a stale answer (:func:`locky.storage_cache.stale_ok`: the read
+        caller can take a stale answer (:func:`locky.cache.stale_ok`: the read
         API's lists, counts and reads by id), from a read replica when one is configured
         and close enough (:mod:`.replicas`); otherwise from the primary."""
         rows = self._select(statement, params, stale_ok)

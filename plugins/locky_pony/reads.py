@@ -22,7 +22,7 @@ Which filters a kind has, and how their values are normalised, is the stores' bu
 (:mod:`.stores`); this module takes them as given. Reads by id, pages and counts may be
 answered by a read replica (``stale_ok``, :mod:`.replicas`) when their caller asked for
 a read that can be a little stale and no cache will keep it
-(:func:`locky.storage_cache.stale_ok`): only the read API's lists, counts and reads by
+(:func:`locky.cache.stale_ok`): only the read API's lists, counts and reads by
 id do. Reads by unique values (logins find users by email) and the authentication read
 never are.
 """

@@ -1,6 +1,6 @@
 """PostgreSQL read replicas (``LOCKY_DATABASE_REPLICA_URLS``) for the reads whose caller
 can take an answer a little stale: the read API's lists, counts and reads by id
-(:func:`locky.storage_cache.stale_reads`; :mod:`.reads` says which statements).
+(:func:`locky.cache.stale_reads`; :mod:`.reads` says which statements).
 
 Logins, authentication, revocation checks, lockout, authorization answers, every write
 and the existence checks writes decide on stay on the primary, as does every read inside

@@ -1,5 +1,5 @@
 """Lockout is no weapon: login failures lock out whoever guesses, never the account's
-owner, and the counts of ``locky.login_limits`` stay bounded.
+owner, and the counts of ``locky.accounts.login_limits`` stay bounded.
 
 Found twice. Five cheap attempts per window kept any account locked for the whole
 window, the right password included, again and again (issue 13, finding 5); then,

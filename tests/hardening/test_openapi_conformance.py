@@ -58,12 +58,12 @@ from schemathesis.specs.openapi import unregister_string_format
 from schemathesis.transport.wsgi import WSGITransport
 
 from locky.app import create_app
-from locky import password_rules
-from locky.audit_schemas import KnownEvents, event_pattern
+from locky.accounts import password_rules
+from locky.audit.schemas import KnownEvents, event_pattern
 from locky.errors import MISSING_REFERENCE
-from locky.lifecycle import BAD_TOKEN
+from locky.accounts.lifecycle import BAD_TOKEN
 from locky.testing import ADMIN_EMAIL, make_settings
-from locky import webhook_targets
+from locky.webhooks import targets as webhook_targets
 
 from harden import EVIDENCE, STRONG, RecordingClient, fresh_database, query
 

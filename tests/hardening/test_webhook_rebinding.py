@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from locky import webhook_sender, webhook_targets
+from locky.webhooks import sender as webhook_sender, targets as webhook_targets
 from locky.testing import ADMIN_EMAIL, LockyClient
 from webhook_receiver import Receiver
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from locky import audit
-from locky.client_address import client_key
+from locky.http.client_address import client_key
 from locky.errors import Locked
 from locky.records import utcnow
 

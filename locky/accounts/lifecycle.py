@@ -1,7 +1,7 @@
 """The account lifecycle (CONTRACT §11): proving an address, resetting a forgotten
 password, turning a second factor on and off.
 
-Requests only queue letters (:mod:`locky.mail_sender` makes their codes and sends
+Requests only queue letters (:mod:`locky.mail.sender` makes their codes and sends
 them) and spend codes; what a public route answers never depends on whether an
 account exists, and costs the same either way (one letter queued).
 """
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from locky import abuse_limits, audit, letters, password_rules
-from locky.accounts import Accounts
-from locky.codes import hash_code, hash_recovery_code, new_recovery_code
+from locky import audit
+from locky.accounts import abuse_limits, password_rules
+from locky.mail import letters
+from locky.accounts.logins import Accounts
+from locky.accounts.codes import hash_code, hash_recovery_code, new_recovery_code
 from locky.errors import Invalid, StateConflict
 from locky.records import User, utcnow
 
@@ -134,7 +136,7 @@ class Lifecycle:
     def totp_remove(self, user: User, code: str, client_address: str | None = None) -> None:
         """Turn TOTP off, proved by a TOTP or recovery code (a stolen access token alone
         cannot remove the second factor). Each code is a guess counted like a login's
-        (:mod:`locky.login_limits`): wrong ones are failed logins in the trail, and
+        (:mod:`locky.accounts.login_limits`): wrong ones are failed logins in the trail, and
         past the limits the answer is 429 whatever the code."""
         state = self.storage.totp.get(user.uuid)
         if state is None or not state.confirmed:

@@ -30,12 +30,12 @@ import ssl
 import time
 from datetime import timedelta
 
-from locky import webhook_signing
-from locky.audit_retention import DailyPrune
+from locky.webhooks import signing as webhook_signing
+from locky.audit.retention import DailyPrune
 from locky.background import BackgroundWorker
 from locky.records import Delivery, Webhook, utcnow
 from locky.sealing import Sealer, SealError
-from locky.webhook_targets import UNRESOLVED, Address, Target, TargetRefused, target
+from locky.webhooks.targets import UNRESOLVED, Address, Target, TargetRefused, target
 
 log = logging.getLogger("locky.webhooks")
 

@@ -12,12 +12,14 @@ from typing import Any
 
 from datetime import timedelta
 
-from locky import abuse_limits, audit, letters, password_rules
-from locky.login_limits import Attempt, LoginLimits
-from locky.codes import hash_code, hash_recovery_code, new_code
+from locky import audit
+from locky.accounts import abuse_limits, password_rules
+from locky.mail import letters
+from locky.accounts.login_limits import Attempt, LoginLimits
+from locky.accounts.codes import hash_code, hash_recovery_code, new_code
 from locky.errors import Forbidden, Invalid, Unauthorized
 from locky.records import Identity, User, utcnow
-from locky.totp import TotpCodes
+from locky.accounts.totp import TotpCodes
 
 BAD_LOGIN = "Invalid email or password."
 BAD_MFA_TOKEN = "The MFA token is invalid, used or expired: log in again."
@@ -65,7 +67,7 @@ class Accounts:
     def login(self, email: str, password: str, client_address: str | None = None) -> dict[str, Any]:
         """Tokens for ``email`` and ``password``, or ``Unauthorized`` (401) or ``Locked`` (429).
 
-        The attempt passes the guess counts of :mod:`locky.login_limits` first (per
+        The attempt passes the guess counts of :mod:`locky.accounts.login_limits` first (per
         client address, per account from that address, per account over every address);
         a success takes it back.
         """
@@ -247,7 +249,7 @@ class Accounts:
         self.limits.succeeded(attempt)
 
     def _count_attempt(self, email: str, client_address: str | None) -> Attempt:
-        """Count one password or code attempt at ``email`` (:mod:`locky.login_limits`);
+        """Count one password or code attempt at ``email`` (:mod:`locky.accounts.login_limits`);
         ``Locked`` (429, with its ``login.locked`` event) while a count is locked."""
         return self.limits.count(email, client_address,
                                  lambda reason, retry_after: self._locked(email, reason, retry_after))

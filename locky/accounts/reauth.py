@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from locky.codes import hash_code, new_code
+from locky.accounts.codes import hash_code, new_code
 from locky.errors import Forbidden
 from locky.records import Identity, utcnow
 

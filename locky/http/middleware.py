@@ -10,9 +10,9 @@ from typing import Iterable
 
 import falcon
 
-from locky import audit, storage_cache
+from locky import audit, cache as storage_cache
 from locky.cli.logs import access_json
-from locky.client_address import ClientAddresses
+from locky.http.client_address import ClientAddresses
 from locky.errors import Unauthorized
 from locky.records import Identity
 from locky.routes import Route, public_requests
@@ -40,9 +40,9 @@ def new_request_id() -> str:
 
 class RequestContext:
     """Gives every request an id and its client address (the ``LOCKY_TRUSTED_PROXIES``
-    rule, :mod:`locky.client_address`), makes both the audit trail's origin for the
+    rule, :mod:`locky.http.client_address`), makes both the audit trail's origin for the
     request, marks the request for the storage cache
-    (:func:`locky.storage_cache.request_started`), gives every response the security
+    (:func:`locky.cache.request_started`), gives every response the security
     headers, and logs one JSON line per request (never a body, query string, password
     or token).
 

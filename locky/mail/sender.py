@@ -15,7 +15,7 @@ and a letter is never lost: a crash or an outage only delays it.
   new one.
 - Letters that turn out to need no message (an address with no account, one already
   verified, an account over its hourly limit, an address that got its hour's
-  verification messages: :data:`locky.abuse_limits.VERIFY_MAIL_PER_HOUR`, whatever
+  verification messages: :data:`locky.accounts.abuse_limits.VERIFY_MAIL_PER_HOUR`, whatever
   queued them) are dropped silently: the request that queued them answered the same
   whatever happened here.
 - Codes never reach a log line; the sender logs letter ids and failure kinds only.
@@ -27,9 +27,10 @@ import logging
 from datetime import timedelta
 from email.message import EmailMessage
 
-from locky import abuse_limits, letters
+from locky.accounts import abuse_limits
+from locky.mail import letters
 from locky.background import BackgroundWorker
-from locky.codes import hash_code, new_code
+from locky.accounts.codes import hash_code, new_code
 from locky.records import Letter, User, utcnow
 
 log = logging.getLogger("locky.mail")

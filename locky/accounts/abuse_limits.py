@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
-from locky.client_address import client_key
+from locky.http.client_address import client_key
 from locky.errors import Locked
 
 #: The window of every quota here.
@@ -32,7 +32,7 @@ REFUSED = {
 
 def count_request(context, kind: str, client_address: str | None) -> None:
     """Count one ``kind`` request (:data:`SIGNUP` or :data:`RECOVERY`) from
-    ``client_address`` (the request's, see :mod:`locky.client_address`); raise
+    ``client_address`` (the request's, see :mod:`locky.http.client_address`); raise
     :class:`Locked` (429 with ``Retry-After``) when the address's hour is spent.
     ``None``: no HTTP client to count (a call from the console or a plugin)."""
     if client_address is None:

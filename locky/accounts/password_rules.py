@@ -2,13 +2,13 @@
 
 8-72 bytes of UTF-8 (bcrypt reads no further, and a longer password is refused rather
 than cut), not one of the common passwords shipped with Locky
-(:mod:`locky.password_blocklist`), and not the account's own name or the local part of
+(:mod:`locky.accounts.password_blocklist`), and not the account's own name or the local part of
 its email (when those have 4 or more characters), nor containing them, in any case.
 """
 
 from __future__ import annotations
 
-from locky import password_blocklist
+from locky.accounts import password_blocklist
 from locky.errors import Invalid
 
 MIN_BYTES, MAX_BYTES = 8, 72

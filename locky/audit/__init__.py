@@ -3,7 +3,7 @@
 Every security event is written by :meth:`AuditTrail.record` inside the
 ``Storage.atomic()`` block of the change it records, so a change is never kept without
 its event (nor an event without its change); in the same block every webhook whose
-patterns select the event gets a delivery queued (:mod:`locky.webhook_sender` sends it).
+patterns select the event gets a delivery queued (:mod:`locky.webhooks.sender` sends it).
 Once the outermost block has committed, the event is announced to the ``locky_event``
 plugins with the same fields (:meth:`AuditTrail.watch`): one list of names, one call
 (:meth:`AuditTrail.record`) for Locky and plugins alike (CONTRACT §18).

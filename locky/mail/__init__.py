@@ -1,0 +1,1 @@
+"""Mail: the letters Locky sends and the background sender that hands them to the mailer."""
