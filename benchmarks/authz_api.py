@@ -1,4 +1,4 @@
-"""What the authorization API of CONTRACT §10 costs: batch vs single checks, and the
+"""What the authorization API of docs/http/authorization.md costs: batch vs single checks, and the
 ``permissions`` / ``subjects`` answers at 10,000 users and 10,000 policy lines.
 
     python -m benchmarks.authz_api                          # 10,000 users, 10,000 lines; ~3 minutes

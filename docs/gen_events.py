@@ -21,7 +21,7 @@ HEADER = """# Locky events
 
 <!-- Generated from locky/events.py (SPECS) by docs/gen_events.py; do not edit by hand. -->
 
-One list of events (CONTRACT §18): each is written to the audit trail (`GET
+One list of events: each is written to the audit trail (`GET
 /v1/internal/audit`, webhooks) in the transaction of the change it tells of, and
 announced to the [`locky_event` hook](hooks.md) under the same name, with the same
 fields, once that transaction has committed: from the HTTP API and the console, and

@@ -1,4 +1,4 @@
-"""Verifying Locky's access tokens in another application, offline (CONTRACT §9).
+"""Verifying Locky's access tokens in another application, offline (docs/http/tokens.md).
 
 This module is the client side of Locky: it imports nothing of the server, only the
 standard library and PyJWT (``cryptography`` for the asymmetric keys), so an
@@ -479,7 +479,7 @@ class InvalidSignature(ValueError):
 
 
 def verify_signature(secret: str, headers, body: bytes | str, *, tolerance: int = 300) -> None:
-    """Check that a webhook delivery is Locky's (CONTRACT §12), or raise
+    """Check that a webhook delivery is Locky's (docs/http/audit.md), or raise
     :class:`InvalidSignature`: ``headers`` (any mapping, any case) must hold a
     ``Locky-Signature: t=<unix seconds>,v1=<hex>`` whose HMAC-SHA256 under the webhook's
     ``secret`` over ``"<t>.<body>"`` matches, made within ``tolerance`` seconds of now.

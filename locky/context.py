@@ -58,7 +58,7 @@ class Context:
         self.state: dict[str, Any] = {}  # room for plugins' own per-app state
         # Sends the outbox's letters from a thread of each process (started by create_app).
         self.mail_sender = MailSender(self)
-        # The audit trail (CONTRACT §12), whose events plugins hear (§18), and the thread
+        # The audit trail (docs/http/audit.md), whose events plugins hear (docs/events.md), and the thread
         # that sends its webhook deliveries.
         self.audit = AuditTrail(self)
         self.webhook_sender = WebhookSender(self)

@@ -1,4 +1,4 @@
-"""Locky's one vocabulary of events (CONTRACT §18): their names, the :class:`Event` a
+"""Locky's one vocabulary of events (docs/events.md): their names, the :class:`Event` a
 ``locky_event`` plugin hears, and :data:`SPECS`, the one description of which action
 records each and what it carries (``docs/events.md`` is generated from it by
 ``docs/gen_events.py``; ``tests/test_docs_events.py`` drives every row through the API
@@ -48,7 +48,7 @@ KEY_ROTATED = "key.rotated"
 WEBHOOK_CREATED = "webhook.created"
 WEBHOOK_DELETED = "webhook.deleted"
 
-#: Every event Locky records and announces, in the order CONTRACT §12 lists them.
+#: Every event Locky records and announces, in the order docs/http/audit.md lists them.
 NAMES = (
     USER_REGISTERED, USER_UPDATED, USER_DELETED, USER_DISABLED, USER_ENABLED, EMAIL_VERIFIED,
     PASSWORD_CHANGED, PASSWORD_RESET_REQUESTED, PASSWORD_RESET, MFA_ENABLED, MFA_DISABLED,

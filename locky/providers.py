@@ -320,7 +320,7 @@ class SessionStore(Protocol):
 
 
 class CodeStore(Protocol):
-    """Single-use codes (CONTRACT §11): storage sees only their hashes (SHA-256 hex of
+    """Single-use codes (docs/http/accounts.md): storage sees only their hashes (SHA-256 hex of
     a random value of at least 128 bits), never the codes."""
 
     def add(self, *, code_hash: str, purpose: str, user_uuid: str, email: str, expires_at: datetime) -> Code:
@@ -340,7 +340,7 @@ class CodeStore(Protocol):
 
 
 class Outbox(Protocol):
-    """Messages to send, kept in storage until a mailer took them (CONTRACT §11):
+    """Messages to send, kept in storage until a mailer took them (docs/http/accounts.md):
     queued by requests, sent by a background sender in every worker process."""
 
     def put(self, *, purpose: str, email: str, user_uuid: str = "") -> Letter:
@@ -363,7 +363,7 @@ class Outbox(Protocol):
 
 
 class TotpStore(Protocol):
-    """Users' TOTP second factor (CONTRACT §11). Secrets arrive sealed by the core."""
+    """Users' TOTP second factor (docs/http/accounts.md). Secrets arrive sealed by the core."""
 
     def get(self, user_uuid: str) -> TotpState | None:
         """The user's TOTP state, confirmed or pending, or ``None``."""
@@ -390,7 +390,7 @@ class TotpStore(Protocol):
 
 
 class KeyStore(Protocol):
-    """Token-signing keys shared by every worker and host (CONTRACT §9). Exactly one key
+    """Token-signing keys shared by every worker and host (docs/http/tokens.md). Exactly one key
     is active (signs) at a time, whatever processes rotate at once."""
 
     def active(self) -> SigningKey | None:
@@ -429,7 +429,7 @@ class LoginThrottle(Protocol):
     A count whose window has ended starts afresh at the next attempt once no lock holds.
 
     :meth:`take` keeps a plain quota in the same store under keys of their own (such as
-    ``signup:ip:...``): at most ``limit`` per window, no backoff (CONTRACT §19).
+    ``signup:ip:...``): at most ``limit`` per window, no backoff (docs/http/accounts.md).
     """
 
     def hit(self, key: str, *, limit: int, window: int) -> int | None:
@@ -527,7 +527,7 @@ class SchemaState:
 
 
 class AuditStore(Protocol):
-    """The audit trail (CONTRACT §12): append-only. Locky writes an event inside the
+    """The audit trail (docs/http/audit.md): append-only. Locky writes an event inside the
     :meth:`Storage.atomic` block of the change it records, so both are kept or neither;
     nothing but :meth:`prune` ever removes one, and nothing changes one."""
 
@@ -551,7 +551,7 @@ class AuditStore(Protocol):
 
 
 class WebhookStore(Protocol):
-    """Webhook subscriptions (CONTRACT §12)."""
+    """Webhook subscriptions (docs/http/audit.md)."""
 
     def create(self, *, uuid: str, url: str, events: Iterable[str], description: str, secret: str,
                created_at: datetime) -> Webhook:
@@ -574,7 +574,7 @@ class WebhookStore(Protocol):
 
 
 class DeliveryStore(Protocol):
-    """The webhook delivery outbox and its history (CONTRACT §12): one row per event and
+    """The webhook delivery outbox and its history (docs/http/audit.md): one row per event and
     subscription, queued in the event's transaction, claimed by background senders in
     every process as :class:`Outbox` letters are (a lease, never two senders at once)."""
 
@@ -755,7 +755,7 @@ class Mailer(Protocol):
 
 
 class Authorizer(Protocol):
-    """Decides every protected request (CONTRACT §7). ``docs/authorizers.md`` says what
+    """Decides every protected request (docs/http/authorization.md). ``docs/authorizers.md`` says what
     it gets and must decide; run
     :class:`locky.testing.authorizer_contract.AuthorizerContract` against it.
 
@@ -795,7 +795,7 @@ class Authorizer(Protocol):
 
 
 class ExplainingAuthorizer(Authorizer, Protocol):
-    """An authorizer that can also say why and for whom (CONTRACT §10). Optional: with
+    """An authorizer that can also say why and for whom (docs/http/authorization.md). Optional: with
     an authorizer lacking these, ``explain=true``, ``/authz/permissions`` and
     ``/authz/subjects`` answer 501; the plain and batch checks work with any authorizer.
     The bundled ``casbin`` authorizer has them all."""

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 RecordT = TypeVar("RecordT")
 
-# -- the values records hold (CONTRACT §1, §2) -----------------------------------------
+# -- the values records hold (docs/http/README.md#bodies and docs/http/records.md) -----
 # The patterns are also written into the Swagger document, where ``$`` is the true end
 # of the value; in Python ``$`` also matches before a final newline, so check them with
 # ``fullmatch``, never ``match`` (``"admin\n"`` must not pass).
@@ -59,7 +59,7 @@ class Permission:
 
 @dataclass(frozen=True, slots=True)
 class User:
-    """A user account (CONTRACT §2). ``email`` is stored trimmed and lowercased and is
+    """A user account (docs/http/records.md). ``email`` is stored trimmed and lowercased and is
     unique among live users; timestamps are UTC to the microsecond; ``deleted_at`` is
     ``None`` while the user is live. ``password_hash`` is what the password hasher made
     and never leaves Locky (no response schema declares it)."""
@@ -71,7 +71,7 @@ class User:
     deleted_at: datetime | None
     name: str
     email: str
-    # Account lifecycle (CONTRACT §11): proved the address, turned off by an admin,
+    # Account lifecycle (docs/http/accounts.md): proved the address, turned off by an admin,
     # logs in with a second factor.
     email_verified: bool = False
     disabled: bool = False
@@ -82,7 +82,7 @@ class User:
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """A group (CONTRACT §2): ``name`` unique among live groups (compared exactly),
+    """A group (docs/http/records.md): ``name`` unique among live groups (compared exactly),
     ``description`` possibly empty. Its creator is its first ``owner`` member."""
 
     id: int
@@ -111,7 +111,7 @@ class Member:
 
 @dataclass(frozen=True, slots=True)
 class Role:
-    """A role (CONTRACT §2, §7): ``builtin`` roles come from the authorizer
+    """A role (docs/http/records.md and docs/http/authorization.md): ``builtin`` roles come from the authorizer
     (``Authorizer.builtin_roles``) and cannot be changed through the API; custom ones
     are made through the API. ``permissions`` keep the order they were given in."""
 
@@ -149,7 +149,7 @@ class Authenticated:
 
 @dataclass(frozen=True, slots=True)
 class Code:
-    """A single-use code (CONTRACT §11) as storage keeps it: only its hash.
+    """A single-use code (docs/http/accounts.md) as storage keeps it: only its hash.
 
     ``purpose`` is ``verify`` (proves ``email``), ``reset`` (sets a new password) or
     ``mfa`` (the second step of a login); ``email`` is the address it was made for.
@@ -194,7 +194,7 @@ class TotpState:
 
 @dataclass(frozen=True, slots=True)
 class SigningKey:
-    """A token-signing key pair (CONTRACT §9): ``public_jwk`` is the public half as a
+    """A token-signing key pair (docs/http/tokens.md): ``public_jwk`` is the public half as a
     JSON text (RFC 7517, with ``kid``, ``kty``, ``alg``, ``use``), ``private_key`` the
     private half as PEM sealed by the core (never plain in storage). ``retired_at`` is
     ``None`` while the key signs; once retired it only verifies what it signed before."""
@@ -209,7 +209,7 @@ class SigningKey:
 
 @dataclass(frozen=True, slots=True)
 class AuditEvent:
-    """One security event (CONTRACT §12), written with the change it records and never
+    """One security event (docs/http/audit.md), written with the change it records and never
     changed afterwards. ``actor_uuid`` is ``None`` when nobody was logged in (an
     anonymous request, the operator's command line); ``details`` never holds a
     password, hash, token, code or secret."""

@@ -126,7 +126,7 @@ class Uuid(fields.String):
     The value is lowercased, the canonical form storage keeps and compares, so
     ``3F2B...`` finds ``3f2b...``.
 
-    Refused with ``"Not a valid UUID."`` (400 naming the field, CONTRACT §2): the braced
+    Refused with ``"Not a valid UUID."`` (400 naming the field, docs/http/records.md): the braced
     (``{...}``) and ``urn:uuid:`` forms and the 32 digits without hyphens (Python's
     ``uuid.UUID`` reads them, most clients never send them, and one spelling keeps
     logs, filters and the Swagger pattern simple); the nil and max uuids (no RFC variant,
@@ -162,7 +162,7 @@ class Pattern(validate.Regexp):
 def not_uuid(value: str) -> None:
     # A user's uuid is a policy subject of its own (``g, <uuid>, admin``): a role of
     # that name would grant the user its permissions everywhere, not within a group.
-    # Every user's uuid is a UUID4 (CONTRACT §1); other hex words are ordinary names.
+    # Every user's uuid is a UUID4 (docs/http/README.md#bodies); other hex words are ordinary names.
     if isinstance(value, str) and UUID4.fullmatch(value):
         raise ValidationError("Must not have the shape of a UUID.")
 
@@ -553,7 +553,7 @@ class ExplainedDecisionSchema(Schema):
 
 
 class PermissionsQuerySchema(ListQuerySchema):
-    """A page of a user's groups (CONTRACT §5, §19): keyset-paged by membership id."""
+    """A page of a user's groups (docs/http/README.md and docs/http/accounts.md): keyset-paged by membership id."""
 
     limit = QueryInteger(load_default=50, validate=validate.Range(1, 500), **d("Groups per page, 1-500."))
     after_id = QueryInteger(load_default=0, validate=validate.Range(0, MAX_U64), **d("List the groups of the user's memberships with id greater than this (next_after_id of the page before); 0, the first page, also lists what holds globally."))

@@ -126,7 +126,7 @@ class Settings:
     # Failed password (or code) checks one account gets evaluated per hour, over every
     # address; past it only addresses that signed in to it in the last 30 days are heard.
     login_max_guesses_per_hour: int = 100
-    # Per client address and hour (CONTRACT §19): registrations, and password-forgot and
+    # Per client address and hour (docs/http/accounts.md): registrations, and password-forgot and
     # verification-resend requests together; over it 429 with Retry-After.
     signup_max_per_ip: int = 30
     recovery_max_per_ip: int = 30
@@ -136,7 +136,7 @@ class Settings:
     log_requests: bool = True
     # The service's public address (links in mail, metadata); None: none is known.
     public_url: str | None = None
-    # Account lifecycle (CONTRACT §11): mail, codes, verified emails.
+    # Account lifecycle (docs/http/accounts.md): mail, codes, verified emails.
     mailer: str = "file"
     # Where the ``file`` mailer writes; None: a ``mail/`` folder beside the SQLite
     # database (``./mail`` with another engine).
@@ -145,7 +145,7 @@ class Settings:
     verify_ttl: int = 24 * 3600
     reset_ttl: int = 30 * 60
     require_verified_email: bool = False
-    # Audit trail and webhooks (CONTRACT §12): days events are kept (0: for ever),
+    # Audit trail and webhooks (docs/http/audit.md): days events are kept (0: for ever),
     # whether webhooks may target private addresses, seconds a receiver has to answer,
     # and for how long a failing delivery is retried.
     audit_retention_days: int = 365
@@ -356,7 +356,7 @@ class Settings:
     @property
     def issuer(self) -> str:
         """The tokens' ``iss``: ``jwt_issuer``, else ``public_url``, else
-        ``http://<host>:<port>`` (CONTRACT §9)."""
+        ``http://<host>:<port>`` (docs/http/tokens.md#published-keys-and-metadata)."""
         return self.jwt_issuer or self.public_base or f"http://{self.host}:{self.port}"
 
     @property

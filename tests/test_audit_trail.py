@@ -1,4 +1,4 @@
-"""The audit trail over HTTP (CONTRACT.md section 12).
+"""The audit trail over HTTP (docs/http/audit.md).
 
 Every security event Locky names (``locky.audit.EVENTS``) is produced here by the action
 that makes it (through the Falcon test client, on real storage, with real tokens; the
@@ -57,7 +57,7 @@ ROTATE = "/v1/private/keys/rotate"
 WEBHOOKS = "/v1/private/webhooks"
 EVENT_KEYS = {"id", "uuid", "created_at", "event", "actor_uuid", "target_type", "target_uuid", "ip",
               "request_id", "details"}
-#: Words no key of ``details`` may contain (CONTRACT §12: no password, hash, token, code or secret).
+#: Words no key of ``details`` may contain (docs/http/audit.md: no password, hash, token, code or secret).
 SECRET_WORDS = ("password", "hash", "token", "secret", "code")
 NEW_PASSWORD = "a brand new passphrase 42"
 OTHER_PASSWORD = "yet another passphrase 7"

@@ -1,4 +1,4 @@
-"""The authorization API for client applications (CONTRACT.md section 10), over HTTP:
+"""The authorization API for client applications (docs/http/authorization.md), over HTTP:
 
 - ``GET /v1/internal/authz/check?...&explain=true``: ``matched`` (the lines that allowed
   it, empty when denied) and ``roles`` (every role held for the decision, ``user``

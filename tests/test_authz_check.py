@@ -1,7 +1,7 @@
 """``GET /v1/internal/authz/check``: the policy decision for any user, with and without
 a group, for Locky's own resources and for free-string resources of client
 applications granted through custom roles; decisions follow deletions and role
-changes at once; a bad query is a 400 field map (CONTRACT.md sections 3 and 7)."""
+changes at once; a bad query is a 400 field map (docs/http/README.md and docs/http/authorization.md)."""
 
 from __future__ import annotations
 

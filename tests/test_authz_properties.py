@@ -1,4 +1,4 @@
-"""Properties of the authorization API (CONTRACT.md section 10) over random policies.
+"""Properties of the authorization API (docs/http/authorization.md) over random policies.
 
 Each example writes a random policy directory (``p`` lines over a few roles, resources
 and actions, ``*`` included, scopes ``*`` and ``self``; ``g`` lines between roles and

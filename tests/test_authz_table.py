@@ -1,4 +1,4 @@
-"""The authorization table of CONTRACT.md section 7, row by row, through HTTP: for each
+"""The authorization table of docs/http/authorization.md, row by row, through HTTP: for each
 kind of caller (admin, group owner, maintainer, member, viewer, a user outside the
 group) every operation the shipped policy allows succeeds and every other one is a
 403 with Falcon's ``{"title", "description"}`` body and no side effect. Custom roles
@@ -247,7 +247,7 @@ def test_remove_another_member(world, actor):
 @pytest.mark.parametrize("actor", ["owner", "maintainer", "member", "viewer"])
 def test_every_member_may_leave(world, actor):
     membership = world.memberships[actor]
-    if actor == "owner":  # CONTRACT §10: not as the group's last owner; once another owner is there
+    if actor == "owner":  # docs/http/authorization.md: not as the group's last owner; once another owner is there
         assert_fields(world.client.simulate_delete(f"/v1/private/members/{membership['id']}",
                                                    headers=world[actor].headers), "role")
         add_member(world.client, world[actor], world.group, world.fresh_user().uuid, "owner")
@@ -340,7 +340,7 @@ def test_custom_role_grants_its_permissions_in_its_group_only(world):
 
 def test_custom_role_with_members_write(world):
     c, admin = world.client, world["admin"]
-    # CONTRACT §10: members:write adds and removes; which roles, assign:ROLE says.
+    # docs/http/authorization.md: members:write adds and removes; which roles, assign:ROLE says.
     role = create_role(c, admin, permissions=[("members", "write"), ("members", "assign:member")])
     holder = world.fresh_user()
     add_member(c, world["owner"], world.group, holder.uuid, role["name"])

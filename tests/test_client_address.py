@@ -1,4 +1,4 @@
-"""The client-address rule (:mod:`locky.http.client_address`, CONTRACT §12): the peer, or the
+"""The client-address rule (:mod:`locky.http.client_address`, docs/http/audit.md): the peer, or the
 right-most ``X-Forwarded-For`` address that is not a trusted proxy when the peer is one;
 and ``LOCKY_TRUSTED_PROXIES`` is checked at startup."""
 

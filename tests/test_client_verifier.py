@@ -1,4 +1,4 @@
-"""``locky.client`` (CONTRACT §9): verifying Locky's access tokens in other applications.
+"""``locky.client`` (docs/http/tokens.md): verifying Locky's access tokens in other applications.
 
 Unit tests run the verifier against a tiny issuer served by ``http.server`` in a thread
 (metadata and JWKS, every request counted), with keys made by ``cryptography``: ES256,
@@ -643,7 +643,7 @@ def no_locky_env():
 def require_jwks(server) -> None:
     status, _, _ = server.request("GET", "/.well-known/jwks.json")
     if status == 404:
-        pytest.skip("this locky serve does not publish /.well-known/jwks.json yet (CONTRACT §9 server side)")
+        pytest.skip("this locky serve does not publish /.well-known/jwks.json yet (docs/http/tokens.md server side)")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""``locky-admin audit list`` and ``locky-admin webhooks ...`` (CONTRACT §12) against a
+"""``locky-admin audit list`` and ``locky-admin webhooks ...`` (docs/http/audit.md) against a
 real Locky server over a real socket, the way ``tests/test_clients.py`` runs the clients.
 
 The server may send webhooks to private addresses here (``webhook_allow_private``), so

@@ -1,5 +1,5 @@
 """``locky-app`` / ``locky-admin`` ``authz explain``, ``batch``, ``permissions`` and
-``subjects`` (CONTRACT §10) against a real Locky server over a real socket, the way
+``subjects`` (docs/http/authorization.md) against a real Locky server over a real socket, the way
 ``tests/test_clients.py`` runs the clients."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The command-line clients' account-lifecycle commands (CONTRACT §11) against a real
+"""The command-line clients' account-lifecycle commands (docs/http/accounts.md) against a real
 Locky server over a real socket: email verification, password reset, TOTP second
 factor at login, ``mfa enable``/``disable`` and an admin's ``users disable``/``enable``.
 

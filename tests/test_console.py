@@ -1,4 +1,4 @@
-"""The admin console's files (CONTRACT §13) through Falcon's test client: ``/console/``
+"""The admin console's files (docs/http/console.md) through Falcon's test client: ``/console/``
 answers the page under a strict Content-Security-Policy and the other security headers;
 each shipped file has its content type and cache header; a name that is not a shipped
 file, traversal included (plain or percent-encoded), is the contract's JSON 404; the page

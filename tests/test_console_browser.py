@@ -1,4 +1,4 @@
-"""The admin console (CONTRACT §13) in a real headless Chromium against a real
+"""The admin console (docs/http/console.md) in a real headless Chromium against a real
 ``locky serve`` on 127.0.0.1: an admin signs in, creates a group, adds a member with a
 role, renames the group and deletes it with the keyboard alone, makes a custom role,
 edits its permissions and deletes another, asks the access checker and reads its

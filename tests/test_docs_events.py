@@ -1,4 +1,4 @@
-"""One vocabulary of events (CONTRACT §18), and a table that cannot drift from the code.
+"""One vocabulary of events (docs/events.md), and a table that cannot drift from the code.
 
 ``docs/events.md`` is what ``docs/gen_events.py`` writes from ``locky.events.SPECS``;
 every name Locky records (``events.NAMES``, the audit trail's) has a row and every row

@@ -163,7 +163,7 @@ def test_audit_log_writes_every_event(audit_path, locky_app_factory):
 
     text = audit_path.read_text()
     lines = [json.loads(line) for line in text.splitlines()]
-    # The audit trail's events, as GET /v1/internal/audit names them (CONTRACT §18).
+    # The audit trail's events, as GET /v1/internal/audit names them (docs/events.md).
     assert [(e["event"], e["target_type"]) for e in lines] == [
         ("user.registered", "user"),
         ("login.succeeded", "user"),

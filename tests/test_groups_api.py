@@ -1,6 +1,6 @@
 """Groups over HTTP: create (the creator becomes owner), read, list with filters and
 keyset paging, count, update, soft delete with its memberships, and the 400 field
-maps of bad bodies and queries (CONTRACT.md sections 2, 3, 5 and 6)."""
+maps of bad bodies and queries (docs/http/records.md and docs/http/README.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Health and the wire basics every endpoint shares (CONTRACT.md section 1 and the
+"""Health and the wire basics every endpoint shares (docs/http/README.md#bodies and the
 error shapes of section 2): ``GET /v1/public/health`` (200, and 503 when the database
 truly cannot be opened), ``X-Request-ID`` echoing, JSON bodies only (415), the 64 KiB
 body limit (413), ``{"body": ...}`` 400s for anything but one JSON object, JSON error

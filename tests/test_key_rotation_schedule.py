@@ -1,4 +1,4 @@
-"""LOCKY_KEY_ROTATION_DAYS (CONTRACT §9): a key older than the setting is replaced by the
+"""LOCKY_KEY_ROTATION_DAYS (docs/http/tokens.md): a key older than the setting is replaced by the
 next process that signs, once, and hosts agree on the new one."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Login throttling over HTTP (CONTRACT.md section 4): after ``login_max_failures``
+"""Login throttling over HTTP (docs/http/tokens.md): after ``login_max_failures``
 (default 5) failed logins for one email within ``login_window`` (default 15 minutes)
 further attempts, right password included, get 429 with ``Retry-After``; a success
 before that resets the count; the count is per email (trimmed, any case), applies to

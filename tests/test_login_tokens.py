@@ -1,4 +1,4 @@
-"""Login, tokens and sessions over HTTP (CONTRACT.md sections 4 and 9): the login body
+"""Login, tokens and sessions over HTTP (docs/http/tokens.md): the login body
 and its JWTs (claims, lifetimes, ES256 by default with the ``kid`` of a key the JWKS
 publishes), identical 401s for unknown emails and wrong passwords (at the same cost),
 refresh-token rotation with reuse detection that revokes the whole login, logout, and
@@ -42,7 +42,7 @@ JWKS = "/.well-known/jwks.json"
 CLAIMS = {"sub", "sid", "iat", "nbf", "exp", "jti", "iss", "aud", "typ"}
 TOKEN_KEYS = {"access_token", "token_type", "expires_in", "refresh_token", "user"}
 OTHER_SECRET = "some-other-secret-that-is-long-enough-0123456789"
-#: The tokens' ``iss`` by default: http://<LOCKY_HOST>:<LOCKY_PORT> (CONTRACT §9).
+#: The tokens' ``iss`` by default: http://<LOCKY_HOST>:<LOCKY_PORT> (docs/http/tokens.md).
 ISSUER = "http://127.0.0.1:8080"
 ASYMMETRIC = ("ES256", "EdDSA", "RS256")
 ALGORITHMS = ("ES256", "EdDSA", "RS256", "HS256", "HS384", "HS512")
@@ -175,7 +175,7 @@ def test_login_tokens_are_es256_jwts_with_exactly_the_contract_claims(locky_clie
     assert [key["kid"] for key in published] == [published[0]["kid"]]  # one key, the active one
     for token in (body["access_token"], body["refresh_token"]):
         header = jwt.get_unverified_header(token)
-        assert header["alg"] == "ES256"  # the default (CONTRACT §9)
+        assert header["alg"] == "ES256"  # the default (docs/http/tokens.md)
         assert header["kid"] == published[0]["kid"]  # the key that signed it is published
         assert set(header) <= {"alg", "kid", "typ"}  # no jku/jwk/x5u: nothing points elsewhere
     access, refresh = jwks_verify(locky_client, body["access_token"]), jwks_verify(locky_client, body["refresh_token"])
@@ -380,7 +380,7 @@ def test_refresh_with_a_forged_token_is_401(locky_client, locky_user, server_key
     assert_401(refresh(locky_client, jwt.encode(claims, TEST_SECRET, algorithm="HS256")))
     assert_401(refresh(locky_client, unsigned(claims)))
     assert_401(refresh(locky_client, craft(server_key, claims, exp=int(time.time()) - 60)))
-    assert_401(refresh(locky_client, craft(server_key, claims, iss="locky")))  # the issuer before §9
+    assert_401(refresh(locky_client, craft(server_key, claims, iss="locky")))  # the issuer before tokens carried the public URL
     assert refresh(locky_client, locky_user.refresh_token).status_code == 200  # not spent by those
 
 
@@ -603,7 +603,7 @@ def test_a_token_not_yet_valid_is_401(locky_client, access_claims, server_key):
         {"typ": None},
         {"iss": "someone-else"},
         {"iss": ""},
-        {"iss": "locky"},  # the issuer before CONTRACT §9
+        {"iss": "locky"},  # the issuer before tokens carried the public URL
         {"iss": "http://127.0.0.1:8080/"},
         {"iss": "https://127.0.0.1:8080"},
         {"aud": "another-service"},

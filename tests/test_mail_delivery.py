@@ -1,4 +1,4 @@
-"""Mail leaves through the outbox (CONTRACT §11): a request only queues a letter; the
+"""Mail leaves through the outbox (docs/http/accounts.md): a request only queues a letter; the
 background sender delivers it, and an SMTP server that is down, or a process that dies
 before sending, only delays the message."""
 

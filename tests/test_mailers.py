@@ -1,4 +1,4 @@
-"""The bundled mailers of CONTRACT §11 (``plugins/locky_mail``): ``file`` and ``smtp``.
+"""The bundled mailers of docs/http/accounts.md (``plugins/locky_mail``): ``file`` and ``smtp``.
 
 The SMTP tests talk to a real ``aiosmtpd`` server on 127.0.0.1: plain, AUTH, STARTTLS
 and implicit TLS (``smtps://``) with a certificate made here.

@@ -1,7 +1,7 @@
 """Memberships over HTTP: add (role must exist, default ``member``; group and user must
 be live; one live membership per group and user), read, filters (group_uuid,
 user_uuid, role) with keyset paging, count, remove, and the cascades of deleting a
-user or a group (CONTRACT.md sections 2, 3, 5 and 6)."""
+user or a group (docs/http/records.md and docs/http/README.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The common-password blocklist (CONTRACT password rules: "not in a blocklist of at least
+"""The common-password blocklist (docs/http/accounts.md, password rules: "not in a blocklist of at least
 100,000 common passwords shipped in the package"): ``locky.accounts.password_blocklist`` over
 ``locky/data/common-passwords.txt.gz``. That the wheel carries the file is asserted in
 tests/test_wheel.py (REQUIRED); here, that it loads through ``importlib.resources`` from a

@@ -1,4 +1,4 @@
-"""The password rules of CONTRACT §11, as one function (the HTTP tests are in tests/lifecycle)."""
+"""The password rules of docs/http/accounts.md, as one function (the HTTP tests are in tests/lifecycle)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ fewer rights, a new built-in role, an admin by a ``g`` line), through
 ``policy_dir``/``LOCKY_POLICY_DIR``. Policy files that do not parse, or that Casbin
 cannot enforce Locky's requests with, stop ``create_app`` (and ``locky serve``) with
 a :class:`locky.SettingsError` that names the problem; nothing falls back to
-allowing (CONTRACT.md section 7)."""
+allowing (docs/http/authorization.md)."""
 
 from __future__ import annotations
 

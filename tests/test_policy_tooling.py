@@ -1,4 +1,4 @@
-"""``locky policy check|test|diff`` (CONTRACT §10): offline policy tooling, run as the
+"""``locky policy check|test|diff`` (docs/http/authorization.md): offline policy tooling, run as the
 operator runs it (``locky.cli.main.main``, and once as a process) on the shipped
 policy and on edited copies in ``tmp_path``. Exit status 0 only on success: ``check``
 1 on a policy that does not load or has problems; ``test`` 1 on a failing case, 2 on a
@@ -141,7 +141,7 @@ def test_check_accepts_a_new_role_and_an_email_admin(locky, policy):
 
 
 def test_a_user_uuid_subject_is_a_uuid4(locky, policy):
-    # Every user's uuid is a UUID4 (CONTRACT §1): a line naming one speaks for that
+    # Every user's uuid is a UUID4 (docs/http/README.md#bodies): a line naming one speaks for that
     # user; a uuid of another version names nobody, so the line can never match.
     user, nobody = "3f2b6c1e-8a4d-4e5f-9b7c-2d1e0f9a8b7c", "3f2b6c1e-8a4d-1e5f-9b7c-2d1e0f9a8b7c"
     edit(policy, add=f"\ng, {user}, admin\ng, {nobody}, admin\n")

@@ -1,4 +1,4 @@
-"""Registration over HTTP, ``POST /v1/public/users/register`` (CONTRACT.md sections 2
+"""Registration over HTTP, ``POST /v1/public/users/register`` (docs/http/records.md
 and 3): 201 with the User and its ``Location``, never a password or hash; every
 field required and validated (name 1-255 characters, email trimmed, lowercased, at
 most 254 characters and unique among live users regardless of case, password 8-72
@@ -180,7 +180,7 @@ def test_emails_of_254_characters_are_accepted_and_255_are_not(locky_client):
 @pytest.mark.parametrize(
     "password",
     [
-        "zq7#wv2x",  # not "p" * 8: a common password (CONTRACT §11)
+        "zq7#wv2x",  # not "p" * 8: a common password (docs/http/accounts.md)
         "p" * 72,
         "\u00e9" * 4,  # 4 characters, 8 bytes
         "\u00e9" * 36,  # 72 bytes

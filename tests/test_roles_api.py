@@ -1,6 +1,6 @@
 """Roles over HTTP: the built-in roles come from the policy files and are read-only;
 custom roles are created, listed, filtered, updated and soft-deleted by an admin,
-with the name and permission formats of CONTRACT.md section 2 and the rule that a
+with the name and permission formats of docs/http/records.md and the rule that a
 role held by a live membership cannot be deleted (section 6)."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def test_builtin_roles_are_listed_from_the_policy_files(locky_client, locky_user
     assert all(UUID4.match(r["uuid"]) and TIMESTAMP.match(r["created_at"]) for r in roles.values())
     # Permissions are the roles' own "*"-scope lines of policies/policy.csv.
     assert roles["admin"]["permissions"] == perms(("*", "*"))
-    # ... with the assignable roles of CONTRACT §10 (members, assign:ROLE).
+    # ... with the assignable roles of docs/http/authorization.md (members, assign:ROLE).
     assert roles["owner"]["permissions"] == perms(("groups", "write"), ("members", "*"))
     assert roles["maintainer"]["permissions"] == perms(
         ("groups", "update"), ("members", "write"), ("members", "assign:maintainer"), ("members", "assign:member"),
@@ -160,7 +160,7 @@ def test_a_role_name_may_not_have_the_shape_of_a_uuid(locky_client, locky_admin,
     assert_fields(locky_client.simulate_put(f"{ROLES}/{role['id']}", json={"name": uuid},
                                             headers=locky_admin.headers), "name")
     # Hex words that are not UUIDs are fine, and so is the shape of a uuid no user has:
-    # every user's uuid is a UUID4 (CONTRACT §1), and this one's version is 1.
+    # every user's uuid is a UUID4 (docs/http/README.md#bodies), and this one's version is 1.
     assert create_role(locky_client, locky_admin, "deadbeef")["name"] == "deadbeef"
     not_v4 = "f2418b48-ce05-1f7e-a2ed-7c855c3526e0"
     assert create_role(locky_client, locky_admin, not_v4)["name"] == not_v4

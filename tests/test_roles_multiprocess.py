@@ -1,8 +1,8 @@
 """Custom roles across worker processes and restarts, on a real ``locky serve
 --workers 3`` over SQLite in ``tmp_path`` (127.0.0.1 only): a role and membership
 made through one request hold in every worker from the next request on, a change or
-deletion is seen by all of them at once, and roles survive a restart (CONTRACT.md
-section 7: "stored, survive restarts, and take effect in every worker process at
+deletion is seen by all of them at once, and roles survive a restart (docs/http/authorization.md:
+"stored, survive restarts, and take effect in every worker process at
 once")."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def check_path(user_uuid, resource, action, group_uuid):
 
 def test_custom_roles_reach_every_worker_at_once_and_survive_a_restart(tmp_path, env):
     workdir = tmp_path / "run"
-    # The restart listens where the first server did: the tokens' issuer (CONTRACT §9,
+    # The restart listens where the first server did: the tokens' issuer (docs/http/tokens.md,
     # http://<host>:<port> when no public URL is set) stays the same, as it does for a
     # service restarted in place.
     port = free_port()

@@ -1,5 +1,5 @@
-"""The real service, ``locky serve`` with two worker processes on 127.0.0.1 (CONTRACT.md
-section 8 and the multi-process parts of sections 4 and 7): register, log in and read
+"""The real service, ``locky serve`` with two worker processes on 127.0.0.1 (docs/http/operation.md
+and the multi-process parts of docs/http/tokens.md and authorization.md): register, log in and read
 over real HTTP; one JSON log line per request with method, path, status, duration,
 request id and user, and no password or token anywhere in the log; no ``gunicorn``
 server banner; without ``LOCKY_JWT_SECRET`` on SQLite a private ``<db>.secret`` is made
@@ -302,7 +302,7 @@ def test_sqlite_without_a_secret_makes_a_private_one(server, workdir):
 
 def test_the_generated_secret_is_reused_after_a_restart(tmp_path, no_locky_env):
     env = sqlite_env(tmp_path)
-    # The same address after the restart: the tokens' issuer is http://<host>:<port> (§9).
+    # The same address after the restart: the tokens' issuer is http://<host>:<port> (docs/http/tokens.md).
     port = free_port()
     with locky_server(tmp_path, env=env, workers=2, port=port) as first:
         user, tokens = register_and_login(first, "restart@example.com")

@@ -1,4 +1,4 @@
-"""Settings (CONTRACT.md section 8 and house rule 11, fail fast): ``LOCKY_*``
+"""Settings (docs/http/operation.md and house rule 11, fail fast): ``LOCKY_*``
 environment variables are parsed and checked once, with a message naming the variable
 to fix; a TOML file (``LOCKY_CONFIG`` or ``--config``) sits under the environment;
 providers are chosen by name and an unknown name stops startup listing the known
@@ -31,7 +31,7 @@ def test_defaults_with_an_empty_environment():
     settings = Settings.load(environ={})
     assert settings.database_url == "sqlite:///locky.sqlite"
     assert settings.jwt_secret is None
-    assert settings.jwt_algorithm == "ES256"  # CONTRACT §9: keys made by the service, published as JWKS
+    assert settings.jwt_algorithm == "ES256"  # docs/http/tokens.md: keys made by the service, published as JWKS
     assert (settings.jwt_issuer, settings.jwt_audience) == (None, "locky")
     assert settings.issuer == "http://127.0.0.1:8080"  # http://<host>:<port> when nothing else is set
     assert settings.key_rotation_days == 90

@@ -1,4 +1,4 @@
-"""Tokens that other applications verify (CONTRACT.md section 9), through HTTP: the
+"""Tokens that other applications verify (docs/http/tokens.md), through HTTP: the
 Falcon test client, and real ``locky serve`` processes where several processes, the
 command line or an outside verifier are the point.
 
@@ -847,7 +847,7 @@ def test_introspection_of_live_tokens(app_client, algorithm, form):
 
 
 def dead_token(kind: str, app, client, admin) -> str:
-    """A token of ``kind`` that is not valid now (CONTRACT sections 4 and 9)."""
+    """A token of ``kind`` that is not valid now (docs/http/tokens.md)."""
     email = f"{uuid.uuid4().hex[:12]}@example.com"
     account = client.account(email)
     sign = signer(app)

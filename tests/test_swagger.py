@@ -1,4 +1,4 @@
-"""The API description (CONTRACT.md section 3, spec section 1 and 9): ``/swagger/doc.json``
+"""The API description (docs/http/README.md, spec section 1 and 9): ``/swagger/doc.json``
 is a valid Swagger 2.0 document (checked with openapi-spec-validator) titled ``Locky
 API`` version ``1.0.0`` with base path ``/v1``, both schemes, the Bearer security
 scheme and the record definitions; it documents every route and method the Falcon
@@ -481,7 +481,7 @@ def test_passwords_are_documented_in_characters_and_checked_in_bytes(doc, locky_
     document says both, and the server keeps what the description says."""
     schema = rule(doc, "UserRequest", "password")
     for n, (password, accepted) in enumerate([
-        # Not "a" * 8: that one is on the common-password list (CONTRACT §11).
+        # Not "a" * 8: that one is on the common-password list (docs/http/accounts.md).
         ("zq7#wv2x", True), ("zq7#wv2", False), ("zq7#wv2x" * 9, True), ("zq7#wv2x" * 9 + "y", False),
         ("\U0001f600" * 18, True),  # 18 characters, 72 bytes
         ("\U0001f600" * 19, False),  # 19 characters (valid by maxLength), 76 bytes: the described rule

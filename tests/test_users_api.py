@@ -1,4 +1,4 @@
-"""Users over HTTP (CONTRACT.md sections 2, 3, 5, 6 and 7): list with keyset paging
+"""Users over HTTP (docs/http/records.md, docs/http/README.md and docs/http/authorization.md): list with keyset paging
 (``limit``, ``after_id``, ``next_after_id``) and the exact ``email`` filter, count
 with the same filter, get one, ``me``; ``PUT`` by the user themself or an admin only
 (partial updates, each field validated, unknown fields 400, read-only fields ignored,

@@ -4,7 +4,7 @@ body field and query filter that names a record by uuid.
 Accepted: the hyphenated form in any case, of any RFC 9562 version (1-8), lowercased
 before anything reads it, so an upper-case uuid finds its record and is stored and
 answered lowercase; a valid uuid naming nothing is "no such record" (an empty list, a
-denial, ``No such user.``), never "not a uuid". Refused, with the CONTRACT's field map
+denial, ``No such user.``), never "not a uuid". Refused, with the field map of docs/http/README.md
 ``{"<field>": "Not a valid UUID."}``: braces, ``urn:uuid:``, no hyphens, the nil and
 max uuids, spaces around it. The Swagger document states the same rule. No route takes
 a uuid in its path (records are addressed by ``{id}``), and a test keeps it so.

@@ -1,4 +1,4 @@
-"""Webhooks (CONTRACT §12), end to end: subscriptions over the API, deliveries POSTed by
+"""Webhooks (docs/http/audit.md), end to end: subscriptions over the API, deliveries POSTed by
 the sender thread to a real HTTP receiver on 127.0.0.1 (:mod:`webhook_receiver`),
 signatures checked with :func:`locky.client.verify_signature`, retries, replays,
 deletion, and at-least-once delivery across a ``kill -9`` of a real ``locky serve`` and

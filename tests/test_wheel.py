@@ -1,4 +1,4 @@
-"""The built wheel (CONTRACT.md sections 7 and 8: ``pip install .`` then ``locky serve``
+"""The built wheel (docs/http/authorization.md and docs/http/operation.md: ``pip install .`` then ``locky serve``
 works with no other setup): ``python -m build --wheel`` on a copy of the source tree
 yields a wheel holding the policy files, the local Swagger UI (every asset its
 index.html refers to), the bundled plugin packages and the ``locky`` command; and

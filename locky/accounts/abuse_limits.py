@@ -1,4 +1,4 @@
-"""Abuse limits of the anonymous routes (CONTRACT §19): how many registrations and
+"""Abuse limits of the anonymous routes (docs/http/accounts.md): how many registrations and
 recovery requests (password forgot and verification resend, together) one client
 address may make per hour, and how many verification messages one mail address may get.
 

@@ -1,4 +1,4 @@
-"""The account lifecycle (CONTRACT §11): proving an address, resetting a forgotten
+"""The account lifecycle (docs/http/accounts.md): proving an address, resetting a forgotten
 password, turning a second factor on and off.
 
 Requests only queue letters (:mod:`locky.mail.sender` makes their codes and sends

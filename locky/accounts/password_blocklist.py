@@ -1,4 +1,4 @@
-"""The blocklist of common passwords (CONTRACT password rules: "not in a blocklist of at
+"""The blocklist of common passwords (docs/http/accounts.md, password rules: "not in a blocklist of at
 least 100,000 common passwords shipped in the package").
 
 The list is ``locky/data/common-passwords.txt.gz``: the most common entries of the

@@ -1,4 +1,4 @@
-"""What a new password must be (CONTRACT §11), for registration, change and reset alike.
+"""What a new password must be (docs/http/accounts.md), for registration, change and reset alike.
 
 8-72 bytes of UTF-8 (bcrypt reads no further, and a longer password is refused rather
 than cut), not one of the common passwords shipped with Locky

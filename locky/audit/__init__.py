@@ -1,4 +1,4 @@
-"""The audit trail (CONTRACT §12): who did what, when, from where.
+"""The audit trail (docs/http/audit.md): who did what, when, from where.
 
 Every security event is written by :meth:`AuditTrail.record` inside the
 ``Storage.atomic()`` block of the change it records, so a change is never kept without
@@ -6,7 +6,7 @@ its event (nor an event without its change); in the same block every webhook who
 patterns select the event gets a delivery queued (:mod:`locky.webhooks.sender` sends it).
 Once the outermost block has committed, the event is announced to the ``locky_event``
 plugins with the same fields (:meth:`AuditTrail.watch`): one list of names, one call
-(:meth:`AuditTrail.record`) for Locky and plugins alike (CONTRACT §18).
+(:meth:`AuditTrail.record`) for Locky and plugins alike (docs/events.md).
 
 Who and where come from the request being served: :class:`Origin` (the client address by
 the ``LOCKY_TRUSTED_PROXIES`` rule, the request id, the authenticated caller), set by the
@@ -28,7 +28,7 @@ from typing import Any, Iterable
 
 import orjson
 
-# The names are the one vocabulary of :mod:`locky.events` (CONTRACT §18), re-exported
+# The names are the one vocabulary of :mod:`locky.events` (docs/events.md), re-exported
 # here because every recording call site says ``audit.USER_UPDATED``.
 from locky.events import (
     ADMIN_GRANTED, ADMIN_REVOKED, EMAIL_VERIFIED, GROUP_CREATED, GROUP_DELETED, GROUP_UPDATED, KEY_ROTATED,

@@ -1,4 +1,4 @@
-"""Audit retention (CONTRACT §12): events older than ``LOCKY_AUDIT_RETENTION_DAYS`` go.
+"""Audit retention (docs/http/audit.md): events older than ``LOCKY_AUDIT_RETENTION_DAYS`` go.
 
 ``locky audit prune --older-than DAYS`` is the operator's way; every server process also
 applies the setting once a day (:class:`DailyPrune`, run by the webhook sender's thread).

@@ -1,4 +1,4 @@
-"""Bodies and queries of the audit trail and webhooks (CONTRACT §12)."""
+"""Bodies and queries of the audit trail and webhooks (docs/http/audit.md)."""
 
 from __future__ import annotations
 

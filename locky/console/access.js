@@ -1,4 +1,4 @@
-// The access checker: what the policy decides for a user, and why (CONTRACT §10).
+// The access checker: what the policy decides for a user, and why (docs/http/authorization.md).
 
 import { all, api, findUser, nameOf, remember } from "./api.js";
 import { badge, field, h, row, section, table } from "./dom.js";

@@ -1,4 +1,4 @@
-// The audit trail with its filters (CONTRACT §12): newest first by default (or oldest
+// The audit trail with its filters (docs/http/audit.md): newest first by default (or oldest
 // first), keyset paged; every time shown or typed is UTC.
 
 import { api, ApiError, findUser, nameOf } from "./api.js";

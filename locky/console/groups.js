@@ -5,7 +5,7 @@ import { all, api, ask, findUser, nameOf, remember } from "./api.js";
 import { button, confirmButton, field, h, row, section, table, when } from "./dom.js";
 
 const PAGE = 20;
-// Never membership roles (CONTRACT §10).
+// Never membership roles (docs/http/authorization.md#the-authorization-api).
 const NOT_MEMBERSHIP = new Set(["admin", "user"]);
 
 export async function groupsScreen(ctx) {

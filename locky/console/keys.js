@@ -1,4 +1,4 @@
-// Signing keys (CONTRACT §9): the active and retired public keys; admins rotate.
+// Signing keys (docs/http/tokens.md): the active and retired public keys; admins rotate.
 
 import { api } from "./api.js";
 import { badge, confirmButton, h, row, section, table, when } from "./dom.js";

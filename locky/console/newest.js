@@ -1,5 +1,5 @@
 // Newest-first pages of a list the API gives oldest first (keyset paged: records with
-// id > after_id, ascending, CONTRACT §5), without reading the whole list.
+// id > after_id, ascending, docs/http/README.md#lists), without reading the whole list.
 //
 // A page is the ``size`` newest records with id < ``before`` (no bound for the first
 // page). A probe reads one request of at most ``probe`` records from ``after_id = low``;

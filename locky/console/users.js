@@ -7,7 +7,7 @@ import { newestPage } from "./newest.js";
 
 const PAGE = 20;
 // A search reads the accounts in steps of this many (pages of 500) and filters them
-// here: the API filters by exact email only (CONTRACT §5), and every search must stay
+// here: the API filters by exact email only (docs/http/README.md#lists), and every search must stay
 // a bounded number of requests however many accounts there are.
 const STEP = 2000;
 

@@ -1,6 +1,6 @@
 """The client address of a request: the peer, or ``X-Forwarded-For`` behind trusted proxies.
 
-The one rule (CONTRACT §12, ``LOCKY_TRUSTED_PROXIES``): the client is the peer that
+The one rule (docs/http/audit.md, ``LOCKY_TRUSTED_PROXIES``): the client is the peer that
 connected, unless that peer is a trusted proxy; then it is the right-most address of
 ``X-Forwarded-For`` that is not itself a trusted proxy. Every proxy appends the address it
 received the request from, so everything right of the first untrusted entry was written

@@ -1,4 +1,4 @@
-"""The messages Locky sends (CONTRACT §11): what they say, as RFC 5322 messages.
+"""The messages Locky sends (docs/http/accounts.md): what they say, as RFC 5322 messages.
 
 Every message is plain text with its code on a line of its own, ``Token: <code>``, so
 a person can copy it and a program can find it; with ``LOCKY_PUBLIC_URL`` set it also

@@ -3,7 +3,7 @@
 Requests never talk to a mail server. They queue a *letter* (what to send, to whom) in
 storage, in their own transaction, and wake this process's sender; the sender makes the
 message's code, stores its hash, composes the message and gives it to the configured
-mailer (CONTRACT §11). So a slow or broken mail server never slows or fails a request,
+mailer (docs/http/accounts.md). So a slow or broken mail server never slows or fails a request,
 and a letter is never lost: a crash or an outage only delays it.
 
 - Every worker process runs one sender thread; letters are *claimed* for a lease

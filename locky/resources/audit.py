@@ -1,4 +1,4 @@
-"""The audit trail and webhooks under ``/v1`` (CONTRACT §12).
+"""The audit trail and webhooks under ``/v1`` (docs/http/audit.md).
 
 - ``GET /v1/internal/audit``: the trail, keyset paged, filtered (``audit`` × ``read``).
   No route changes or deletes an event: ``locky audit prune`` is the operator's only way.

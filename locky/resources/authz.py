@@ -1,4 +1,4 @@
-"""The authorization API for client applications (CONTRACT §7, §10): check (with its
+"""The authorization API for client applications (docs/http/authorization.md): check (with its
 explanation), batch check, what a user may do, and who may do something.
 
 Every answer comes from the same policy snapshot and the same rules as the single check
@@ -95,7 +95,7 @@ class AuthzCheck:
         """The validated items; a bad one is a 400 keyed ``checks.<index>.<field>``."""
         if not isinstance(body, dict):
             raise Invalid.one("body", "Must be a JSON object.")
-        unknown = sorted(set(body) - {"checks"} - set(READ_ONLY))  # read-only fields are ignored (§2)
+        unknown = sorted(set(body) - {"checks"} - set(READ_ONLY))  # read-only fields are ignored (docs/http/records.md)
         if unknown:
             raise Invalid.one(unknown[0], "Unknown field.")
         checks = body.get("checks")
@@ -121,7 +121,7 @@ class AuthzCheck:
 class AuthzPermissions:
     """``GET``: everything a user may do, globally and in their groups (or in one).
 
-    Keyset-paged over the user's memberships (CONTRACT §5, §19): one page costs the same
+    Keyset-paged over the user's memberships (docs/http/README.md and docs/http/accounts.md): one page costs the same
     however many groups the user is in. The global context comes first, on the first
     page (``after_id`` 0); each page then adds up to ``limit`` groups, by membership id.
     """
@@ -148,7 +148,7 @@ class AuthzPermissions:
             contexts += [member.group_uuid for member in page.items]
             next_after_id = page.next_after_id
         found = permissions(user, contexts) if contexts else []
-        # The body of CONTRACT §10, {"permissions": [...]}, whole when it fits in one
+        # The body of docs/http/authorization.md, {"permissions": [...]}, whole when it fits in one
         # page; a cursor is added only when more groups follow.
         resp.media = {"permissions": found} if next_after_id is None else \
             {"permissions": found, "next_after_id": next_after_id}

@@ -1,4 +1,4 @@
-"""The admin console (CONTRACT §13): a single-page app served from files inside the
+"""The admin console (docs/http/console.md): a single-page app served from files inside the
 package, under a strict Content-Security-Policy.
 
 The files are read once, when the app is built, into a table keyed by file name: a

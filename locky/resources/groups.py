@@ -40,7 +40,7 @@ def role_details(role) -> dict:
 
 def assign(role: str) -> str:
     """The policy action that lets a caller add or remove a membership holding ``role``
-    (CONTRACT §10, assignable roles)."""
+    (docs/http/authorization.md#the-authorization-api, assignable roles)."""
     return f"assign:{role}"
 
 

@@ -1,4 +1,4 @@
-"""Account-lifecycle resources (CONTRACT §11): verify, resend, forgot, reset, the second
+"""Account-lifecycle resources (docs/http/accounts.md): verify, resend, forgot, reset, the second
 login step, and the caller's TOTP."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ RECENT_TEXT = ("Needs a recent authentication of this login (its password or a c
 
 TOKEN = TokenSchema()
 ACCEPTED = {"status": "accepted"}
-#: The Swagger words for CONTRACT §19's limit on password-forgot and verification-resend.
+#: The Swagger words for the abuse limit (docs/http/accounts.md) on password-forgot and verification-resend.
 RECOVERY_LIMIT = ("One client address (X-Forwarded-For only from LOCKY_TRUSTED_PROXIES) may make"
                   " LOCKY_RECOVERY_MAX_PER_IP (30) password-forgot and verification-resend requests"
                   " together per hour, counted from its first; past it 429 with Retry-After (the seconds"

@@ -1,4 +1,4 @@
-"""Tokens other applications verify (CONTRACT §9): the JWKS, the authorization-server
+"""Tokens other applications verify (docs/http/tokens.md): the JWKS, the authorization-server
 metadata (RFC 8414), key rotation and listing, introspection (RFC 7662) and
 revocation (RFC 7009)."""
 

@@ -47,7 +47,7 @@ class Login:
     def on_post(self, req, resp):
         data = load(LoginRequestSchema(), read_json(req, self.context.settings.max_body_bytes))
         result = self.accounts.login(data["email"], data["password"], client_address=req.context.client_address)
-        # A second factor is due: the challenge, not tokens (CONTRACT §11).
+        # A second factor is due: the challenge, not tokens (docs/http/accounts.md).
         resp.media = result if result.get("mfa_required") else TOKEN.dump(result)
 
 
@@ -89,7 +89,7 @@ class UserWrites:
     throttle), so a stolen access token cannot take the account over. A new password
     ends every other login of the user; a password or email set by someone else (an
     admin) ends all of them. A new email is unverified until the code sent to it comes
-    back (CONTRACT §11), so it never carries admin status by address (§7). ``disabled``
+    back (docs/http/accounts.md), so it never carries admin status by address (docs/http/authorization.md). ``disabled``
     is for admins (``users`` × ``disable``), never on oneself; turning an account off
     ends its logins in the same transaction.
     """

@@ -27,8 +27,8 @@ def live(store, id: int):
 
 def audited(context, event: str, target_type: str, write, details=None):
     """Run ``write()`` (a store call returning a record) and record ``event`` about the
-    record it returns, in one transaction (CONTRACT §12: no change without its event);
-    plugins hear of it, with the record, once that transaction committed (§18).
+    record it returns, in one transaction (docs/http/audit.md: no change without its event);
+    plugins hear of it, with the record, once that transaction committed (docs/events.md).
     ``details`` is a dict, or a function of the record giving one."""
     with context.storage.atomic():
         record = write()

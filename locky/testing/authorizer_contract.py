@@ -1,6 +1,6 @@
 """The authorizer contract suite: one set of tests of :class:`locky.providers.Authorizer`.
 
-It checks what CONTRACT §7 (and §9, §10, §12) ask of the default policy, whatever the
+It checks what docs/http/authorization.md (and tokens.md, audit.md) ask of the default policy, whatever the
 authorizer keeps its rules in: the decision table below, case by case; admin emails
 (``admin_emails`` makes an admin only once the address is verified); ``grant-admin``
 and ``revoke-admin`` (global grants in ``storage.grants``); ``builtin_roles``; custom
@@ -52,7 +52,7 @@ CUSTOM_PERMISSIONS = (Permission("reports", "read"), Permission("groups", "updat
 BUILTIN_NAMES = ("admin", "user", "owner", "maintainer", "member", "viewer")
 PASSWORD_HASH = "$2b$04$" + "x" * 53
 
-#: The decisions CONTRACT §7 (and §9, §10, §12) ask of the default policy:
+#: The decisions docs/http/authorization.md (and tokens.md, audit.md) ask of the default policy:
 #: ``expect, subject, scope, resource, action``. ``assign:custom`` is asked as
 #: ``assign:auditor`` (a custom role's name).
 TABLE = """
@@ -315,7 +315,7 @@ class AuthorizerContract:
         assert not self.ask(authorizer, storage, user, "global", "groups", "update", world, group_role=True)
 
     def test_admin_and_user_are_never_membership_roles(self, authorizer, storage, world):
-        """The API refuses them as membership roles (CONTRACT §10); one stored before
+        """The API refuses them as membership roles (docs/http/authorization.md); one stored before
         that rule, or by another client of the storage, grants nothing."""
         user = self.user(storage, "ada@example.com")
         storage.members.create(group_uuid=world.uuid, user_uuid=user.uuid, role="admin")
@@ -370,7 +370,7 @@ class AuthorizerContract:
         assert self.ask(authorizer, storage, user, "group", "reports", "export", group, group_role=True)
         assert not self.ask(authorizer, storage, user, "group", "invoices", "export", group, group_role=True)
 
-    # -- admin emails (CONTRACT §7, §11) ------------------------------------------------------
+    # -- admin emails (docs/http/authorization.md and docs/http/accounts.md) ------------------
 
     def is_admin(self, authorizer, storage, user: User, revision: bool = False) -> bool:
         user = self.fresh(storage, user)

@@ -11,7 +11,7 @@ not cost)::
         def hasher(self):
             return ScryptHasher(n=2**10)
 
-Passwords reach a hasher already validated: 8 to 72 bytes of UTF-8 (CONTRACT §2).
+Passwords reach a hasher already validated: 8 to 72 bytes of UTF-8 (docs/http/records.md).
 """
 
 from __future__ import annotations

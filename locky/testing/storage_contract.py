@@ -1076,7 +1076,7 @@ class StorageContract:
         results = run_together(6, lambda i: storage.grants.grant(user.uuid, "admin"))
         assert results.count(True) == 1 and results.count(False) == 5, results
 
-    # -- account lifecycle: users (CONTRACT §11) ---------------------------------
+    # -- account lifecycle: users (docs/http/accounts.md) ------------------------
 
     def test_new_users_have_the_lifecycle_flags_off(self, storage):
         user = self.user(storage)

@@ -1,4 +1,4 @@
-"""Which events a webhook's patterns select (CONTRACT §12).
+"""Which events a webhook's patterns select (docs/http/audit.md).
 
 A pattern is an event name (``user.registered``), a prefix ending in ``.*``
 (``user.*``: every event whose name starts with ``user.``), or ``*`` (every event).

@@ -1,4 +1,4 @@
-"""The webhook sender: POSTs queued deliveries to their subscriptions (CONTRACT §12).
+"""The webhook sender: POSTs queued deliveries to their subscriptions (docs/http/audit.md).
 
 Deliveries are queued in storage in the transaction of the event they carry
 (:mod:`locky.audit`); every server process runs one sender thread that claims due ones

@@ -1,4 +1,4 @@
-"""Webhook signatures (CONTRACT §12): ``Locky-Signature: t=<unix seconds>,v1=<hex>``,
+"""Webhook signatures (docs/http/audit.md): ``Locky-Signature: t=<unix seconds>,v1=<hex>``,
 where the hex is HMAC-SHA256 with the subscription's secret over ``"<t>.<body>"``.
 
 Binding the time into what is signed lets a receiver refuse replays of an old delivery

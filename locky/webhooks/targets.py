@@ -1,4 +1,4 @@
-"""Where webhooks may be sent (CONTRACT §12).
+"""Where webhooks may be sent (docs/http/audit.md).
 
 A webhook URL is ``https://`` or ``http://`` with a host; its host must not be, or
 resolve to, a private, loopback, link-local or otherwise non-public address (the service

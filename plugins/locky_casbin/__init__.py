@@ -222,7 +222,7 @@ class CasbinAuthorizer:
         Global grants come from ``snapshot``'s cache, filled from storage on a miss."""
         subjects = ["user", user.uuid]
         # An address (LOCKY_ADMIN_EMAILS, a `g, EMAIL, role` line) speaks for an account
-        # only once it proved it receives mail there (CONTRACT §7, §11): registering or
+        # only once it proved it receives mail there (docs/http/authorization.md and accounts.md): registering or
         # taking an address grants nothing by itself.
         if user.email_verified:
             subjects.append(user.email)
@@ -266,7 +266,7 @@ class CasbinAuthorizer:
             return decision
 
 
-    # -- explaining (CONTRACT §10) --------------------------------------------------
+    # -- explaining (docs/http/authorization.md#the-authorization-api) --------------
 
     def explain(self, user: User, resource: str, action: str, *, group_uuid=None, own=False,
                 policy_revision: int | None = None) -> Explanation:
@@ -358,7 +358,7 @@ class CasbinAuthorizer:
 
 @dataclass(frozen=True)
 class Explanation:
-    """Why a decision went as it did (CONTRACT §10): ``roles`` the user held for it,
+    """Why a decision went as it did (docs/http/authorization.md): ``roles`` the user held for it,
     ``matched`` the policy lines (or stored permissions) that allowed it."""
 
     roles: list[dict]

@@ -1,4 +1,4 @@
-"""``locky policy check|test|diff``: the offline policy tooling (CONTRACT §10), added to
+"""``locky policy check|test|diff``: the offline policy tooling (docs/http/authorization.md), added to
 the ``locky`` command by this plugin's ``locky_add_commands``.
 
 None of these reads settings or opens the database: they work on policy directories
@@ -54,7 +54,7 @@ def add_parser(sub) -> None:
                     " allow or deny, subject a role name (decided as that role and the roles it inherits),"
                     " scope global, group or self. A header line, blank lines and # comments are allowed.")
     test.add_argument("cases", metavar="CASES", nargs="?",
-                      help="the cases file (default: the shipped cases.csv, the CONTRACT's table of defaults)")
+                      help="the cases file (default: the shipped cases.csv, the default-policy table of docs/http/authorization.md)")
     test.add_argument("--policy", metavar="DIR", help="policy directory (default: the shipped policy)")
 
     diff = commands.add_parser(

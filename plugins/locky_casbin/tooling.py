@@ -1,4 +1,4 @@
-"""Offline policy tooling (CONTRACT §10): check a policy directory, run decision cases
+"""Offline policy tooling (docs/http/authorization.md): check a policy directory, run decision cases
 against it, and compare two policies decision by decision.
 
 Everything here decides with the same :class:`~locky_casbin._PolicySnapshot` the

@@ -1,4 +1,4 @@
-"""Signing keys of the asymmetric algorithms (CONTRACT §9): made here, kept in storage,
+"""Signing keys of the asymmetric algorithms (docs/http/tokens.md): made here, kept in storage,
 shared by every worker and host, rotated, published as a JWKS.
 
 - The private half is PEM sealed with a key derived from ``LOCKY_JWT_SECRET``

@@ -1,4 +1,4 @@
-"""Locky's bundled mailers (CONTRACT §11), the providers of the ``mailer`` slot.
+"""Locky's bundled mailers (docs/http/accounts.md), the providers of the ``mailer`` slot.
 
 - ``file`` (the default): one RFC 5322 ``.eml`` file per message, mode 0600, in
   ``LOCKY_MAIL_DIR`` (default: a ``mail/`` folder beside the SQLite database);

@@ -1,4 +1,4 @@
-"""The audit trail and webhook stores of the Pony backend (CONTRACT §12).
+"""The audit trail and webhook stores of the Pony backend (docs/http/audit.md).
 
 Audit events and deliveries are written inside the caller's ``atomic()`` block, with the
 change they record; each method here is otherwise its own :func:`~.guard.transaction`.

@@ -200,7 +200,7 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         active_slot = Optional(int, unique=True)
 
     class AuditRow(db.Entity):
-        # One security event (CONTRACT §12): appended with its change, never updated.
+        # One security event (docs/http/audit.md): appended with its change, never updated.
         _table_options_ = options
         _table_ = "locky_audit"
         id = PrimaryKey(int, auto=True, size=64)

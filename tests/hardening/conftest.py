@@ -35,7 +35,7 @@ def no_secret_leaks(caplog):
 @pytest.fixture
 def locky_client(locky_app) -> RecordingClient:
     yield RecordingClient(locky_app)
-    # The audit trail is scanned too (CONTRACT §12: no secret in any event's details).
+    # The audit trail is scanned too (docs/http/audit.md: no secret in any event's details).
     trail = [event_body(event) for event in every(locky_app.context.storage.audit)]
     EVIDENCE.log("the audit trail", json.dumps(trail))
 

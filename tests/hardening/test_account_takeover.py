@@ -2,7 +2,7 @@
 login alive and needed no current password, so the token could take the account over
 for good (issue 13, finding 6).
 
-CONTRACT §11: changing your own ``password`` or ``email`` through ``PUT
+docs/http/accounts.md: changing your own ``password`` or ``email`` through ``PUT
 /v1/private/users/{id}`` needs ``current_password`` (missing or wrong: 400
 ``{"current_password": ...}``, counted as a failed login of that email); a new
 password revokes every other login of the user, the caller's own stays; an admin

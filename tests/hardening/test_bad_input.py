@@ -1,5 +1,5 @@
 """Bad input: hostile bodies, query strings and path ids get the contract's 4xx, a field
-map (400) or Falcon's error object (other codes), never a 5xx (CONTRACT.md 1, 2, 5).
+map (400) or Falcon's error object (other codes), never a 5xx (docs/http/README.md and docs/http/records.md).
 
 Run on SQLite and PostgreSQL (which refuses NUL in text where SQLite stores it), with
 one app per backend for the module, and over a real server for what only travels

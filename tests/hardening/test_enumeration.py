@@ -1,5 +1,5 @@
 """Account enumeration: a login with an unknown email and one with a wrong password are
-indistinguishable, in status, headers, body and time (CONTRACT.md 4).
+indistinguishable, in status, headers, body and time (docs/http/tokens.md).
 
 Timing is measured with a realistic bcrypt cost (``ROUNDS``), interleaving the two kinds
 of attempt so that load on the machine hits both alike, and compares medians.

@@ -56,7 +56,7 @@ def documented_content_type(ctx, response, case):
 
 @schemathesis.check
 def contract(ctx, response, case):
-    """The contract's own rules for every response (CONTRACT.md 1, 2, 4)."""
+    """The contract's own rules for every response (docs/http/README.md, records.md and tokens.md)."""
     headers = {k.lower(): v[0] for k, v in response.headers.items()}
     status = response.status_code
     assert headers.get("x-content-type-options") == "nosniff", "no X-Content-Type-Options: nosniff"

@@ -3,7 +3,7 @@ finding 4).
 
 A maintainer could hand out ``owner`` (or ``admin``, ``user``, any custom role) and
 remove the owner; any user could create a group and give a second account ``admin`` in
-it, which then matched ``p, admin, *, *, *`` within that group. CONTRACT §10 now
+it, which then matched ``p, admin, *, *, *`` within that group. docs/http/authorization.md now
 decides which roles a caller may assign: adding a membership with role R, or removing
 one holding R, needs ``members`` × ``assign:R`` in the group (owners: every role;
 maintainers: maintainer, member, viewer and custom roles; admins: everything).

@@ -4,7 +4,7 @@ owner, and the counts of ``locky.accounts.login_limits`` stay bounded.
 Found twice. Five cheap attempts per window kept any account locked for the whole
 window, the right password included, again and again (issue 13, finding 5); then,
 counted per account, one wrong password each time the lock ended still kept the owner
-out (2 logins in 126 tries; issue 31, finding 6). What holds now (CONTRACT §4 and §12,
+out (2 logins in 126 tries; issue 31, finding 6). What holds now (docs/http/tokens.md and docs/http/audit.md,
 README "lockout"), over HTTP on SQLite, PostgreSQL and MariaDB:
 
 - after ``LOCKY_LOGIN_MAX_FAILURES`` failures from one address the account is locked

@@ -21,7 +21,7 @@ is kept, so the seed alone decides the run).
 What the run does not count as a failure, each for a reason the document cannot carry:
 
 - a 400 for a request that is valid in shape but conflicts with stored records
-  (CONTRACT section 2 makes uniqueness and missing references 400s, section 6 built-in
+  (docs/http/records.md makes uniqueness and missing references 400s, section 6 built-in
   and held roles): which requests conflict depends on the data, not on the document
   (:data:`STATE_CONFLICTS`);
 - a 400 for a code of the account lifecycle the run cannot know (a mailed verification
@@ -30,7 +30,7 @@ What the run does not count as a failure, each for a reason the document cannot 
   containing the account's name or email name), when the rule does refuse that password
   (:data:`PASSWORD_RULES`);
 - a 2xx for a body whose only fault is a password's length counted in characters when
-  its UTF-8 bytes are within 8-72: CONTRACT section 1 counts bytes, the document says so
+  its UTF-8 bytes are within 8-72: docs/http/README.md#bodies counts bytes, the document says so
   in words, and Swagger 2.0's ``minLength``/``maxLength`` can only count characters
   (``'\U000a3bda·\x06i'`` is 4 characters and 8 bytes: a valid password)
   (:func:`password_valid_by_bytes`);
@@ -92,7 +92,7 @@ STATE_CONFLICTS = {
     # identity, not the request's shape, decides whether it is required.
     "Required to change your own password or email.",
     "Does not match your current password.",
-    # Codes of the account lifecycle (CONTRACT section 11): a verification or reset code
+    # Codes of the account lifecycle (docs/http/accounts.md): a verification or reset code
     # is a secret the server mailed, a TOTP code follows from a secret and the clock, and
     # confirming needs a setup begun first; a run can only guess them.
     BAD_TOKEN,
@@ -100,12 +100,12 @@ STATE_CONFLICTS = {
     "Invalid code: enter the current code of your authenticator app.",
     "Invalid code.",
     # Whether "disabled": true is allowed depends on who sends it: nobody may disable
-    # their own account (CONTRACT section 11; the request's description says so).
+    # their own account (docs/http/accounts.md; the request's description says so).
     "You cannot disable your own account.",
     *MISSING_REFERENCE.values(),
 }
 
-#: 400s of the password rules (CONTRACT section 11) that the document states in words:
+#: 400s of the password rules (docs/http/accounts.md) that the document states in words:
 #: Swagger 2.0 cannot list 100,000 common passwords or refer to the account's name and
 #: email. Not failures only when the rule really refuses the password sent
 #: (:func:`password_refused_rightly`).
@@ -227,8 +227,8 @@ def utf8_length(text: str) -> int:
 
 def password_valid_by_bytes(document: dict, case) -> bool:
     """Whether the case's body breaks its schema only by the character count of
-    ``format: password`` values that are 8-72 bytes of UTF-8 without NUL (what CONTRACT
-    section 1 accepts): the body with each such password put back to a plain valid one
+    ``format: password`` values that are 8-72 bytes of UTF-8 without NUL (what docs/http/README.md
+    accepts): the body with each such password put back to a plain valid one
     passes the schema."""
     body = case.body
     operation = document["paths"].get(case.operation.path, {}).get(case.method.lower(), {})
@@ -250,8 +250,8 @@ def password_valid_by_bytes(document: dict, case) -> bool:
 
 
 def webhook_rule_refused_rightly(app, case, body: dict) -> bool:
-    """Whether a 400 of the webhook rules the document states in words (CONTRACT section
-    12: no private, loopback or link-local target; only the event names Locky records)
+    """Whether a 400 of the webhook rules the document states in words (docs/http/audit.md:
+    no private, loopback or link-local target; only the event names Locky records)
     is what those rules say of the case's values."""
     values = case.body if isinstance(case.body, dict) else {}
     if case.operation.path == "/internal/audit":

@@ -1,9 +1,9 @@
 """Issue 31, finding 10: ``GET /v1/internal/authz/permissions`` had no bound.
 
 It listed every group of the user in one answer (2.8 s and 3.5 MB for a user in 2,000
-groups; three clients of one plain user starved the health probes). CONTRACT §19: answers
+groups; three clients of one plain user starved the health probes). docs/http/accounts.md: answers
 that can be large are paged or capped. It is now keyset-paged over the user's groups like
-every list (§5): ``limit`` 1-500 (default 50), ``after_id`` a membership id,
+every list (docs/http/README.md#lists): ``limit`` 1-500 (default 50), ``after_id`` a membership id,
 ``next_after_id`` present only while more groups follow; the global permissions come on the first page.
 The batch check stays capped at 100 questions.
 """
@@ -30,7 +30,7 @@ def busy(locky_client):
 def page(client, caller, user_uuid, **params) -> dict:
     result = client.simulate_get(PERMISSIONS, params={"user_uuid": user_uuid, **params}, headers=caller.headers)
     assert result.status_code == 200, result.text
-    # next_after_id is there exactly when more groups follow (the last page is §10's body).
+    # next_after_id is there exactly when more groups follow (the last page's body, docs/http/authorization.md).
     assert set(result.json) in ({"permissions"}, {"permissions", "next_after_id"}), result.json
     assert result.json.get("next_after_id", 0) is not None, result.json
     return result.json

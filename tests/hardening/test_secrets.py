@@ -1,5 +1,5 @@
 """Secrets hygiene: passwords, password hashes and tokens never appear in logs or error
-bodies, and hashes never in any response (CONTRACT.md 2, 8).
+bodies, and hashes never in any response (docs/http/records.md and docs/http/operation.md).
 
 Besides the flows below, the autouse fixture ``no_secret_leaks`` (conftest.py) applies
 the same scan after every test of this suite: every response body a hardening test got

@@ -1,5 +1,5 @@
 """Token attacks: every forged, stale, revoked or misused token answers 401 with
-``WWW-Authenticate: Bearer`` and the contract's error object (CONTRACT.md 4 and 9),
+``WWW-Authenticate: Bearer`` and the contract's error object (docs/http/tokens.md),
 whatever ``LOCKY_JWT_ALGORITHM`` the server runs: ES256 (the default), EdDSA, RS256
 (keys made by the server, published as a JWKS, named by ``kid``) and HS256 (the shared
 secret).
@@ -384,7 +384,7 @@ ATTACKS: dict[str, Callable[[Scene], str | list[str]]] = {
     "not yet valid": lambda s: s.resigned(nbf=now() + 3600, exp=now() + 7200),
     "issued in the future": lambda s: s.resigned(iat=now() + 3600, exp=now() + 7200),
     "wrong iss": lambda s: s.resigned(iss="evil"),
-    "iss of before CONTRACT 9 (locky)": lambda s: s.resigned(iss="locky"),
+    "iss of the old fixed issuer (locky)": lambda s: s.resigned(iss="locky"),
     "no iss": lambda s: s.resigned(drop=("iss",)),
     "wrong aud": lambda s: s.resigned(aud="another-service"),
     "aud list without locky": lambda s: s.resigned(aud=["another-service"]),

@@ -1,4 +1,4 @@
-"""Fixtures of the account-lifecycle tests (CONTRACT.md sections 7 and 11)."""
+"""Fixtures of the account-lifecycle tests (docs/http/authorization.md and docs/http/accounts.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Helpers of the account-lifecycle tests (CONTRACT.md sections 7 and 11): the routes,
+"""Helpers of the account-lifecycle tests (docs/http/authorization.md and docs/http/accounts.md): the routes,
 short calls that assert the status they expect, the mail the app sends (read through
 ``locky.testing``'s ``MailBox``, waiting for the background sender, never sleeping and
 reading) and a small RFC 6238 authenticator written here from the RFC (no pyotp), so the

@@ -1,4 +1,4 @@
-"""Abuse limits of the anonymous routes over HTTP (CONTRACT.md §19, issue 31 finding 13).
+"""Abuse limits of the anonymous routes over HTTP (docs/http/accounts.md, issue 31 finding 13).
 
 Per client address and hour: ``LOCKY_SIGNUP_MAX_PER_IP`` registrations, and
 ``LOCKY_RECOVERY_MAX_PER_IP`` password-forgot and verification-resend requests together;

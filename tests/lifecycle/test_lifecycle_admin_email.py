@@ -1,4 +1,4 @@
-"""Admins by email only after verification (CONTRACT.md sections 7 and 11): an address
+"""Admins by email only after verification (docs/http/authorization.md and docs/http/accounts.md): an address
 listed in ``admin_emails`` (or in a ``g, EMAIL, admin`` policy line) makes its account
 admin only once the account has verified that address. An email change never carries
 admin status over (to a listed address: not admin until the new address is verified;

@@ -1,4 +1,4 @@
-"""Codes expire (CONTRACT.md section 11: ``verify_ttl``, ``reset_ttl``; the ``mfa_token``
+"""Codes expire (docs/http/accounts.md: ``verify_ttl``, ``reset_ttl``; the ``mfa_token``
 lives 5 minutes). Nobody waits a TTL out in a test: these move the stored expiry of the
 codes into the past in the SQLite database (the ``locky_codes`` table of the bundled
 storage) and check what HTTP answers. Skipped on other databases."""

@@ -1,5 +1,4 @@
-"""Changing a password or an email through ``PUT /v1/private/users/{id}`` (CONTRACT.md
-section 11): your own change needs ``current_password`` (missing or wrong: 400
+"""Changing a password or an email through ``PUT /v1/private/users/{id}`` (docs/http/accounts.md): your own change needs ``current_password`` (missing or wrong: 400
 ``{"current_password": ...}``); an own password change keeps the caller's login and ends
 every other login of the user; an admin changing another user's password needs no
 ``current_password`` and ends all of that user's logins."""

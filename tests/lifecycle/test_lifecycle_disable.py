@@ -1,4 +1,4 @@
-"""Disabling accounts (CONTRACT.md section 11): an admin's ``PUT {"disabled": true}``
+"""Disabling accounts (docs/http/accounts.md): an admin's ``PUT {"disabled": true}``
 ends every login of the user (access and refresh tokens 401); the user's login answers
 403 ``Account disabled`` after the password check (a wrong password stays 401);
 ``{"disabled": false}`` lets them log in again. Users cannot disable themselves: a plain

@@ -1,5 +1,5 @@
-"""No secret of the account lifecycle shows in a log line or an error body (CONTRACT.md
-sections 8, 11 and 12): one whole flow (register, verify, forgot, reset, TOTP enrolment,
+"""No secret of the account lifecycle shows in a log line or an error body (docs/http/operation.md,
+accounts.md and audit.md): one whole flow (register, verify, forgot, reset, TOTP enrolment,
 MFA logins with a TOTP and a recovery code, password change, turning TOTP off), with
 every ``locky`` logger at DEBUG and a few refusals on the way, leaves no password,
 verification or reset code, TOTP secret or code, recovery code, ``mfa_token``, access or

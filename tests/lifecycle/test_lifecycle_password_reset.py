@@ -1,4 +1,4 @@
-"""Password reset over HTTP (CONTRACT.md section 11): ``password/forgot`` answers 202
+"""Password reset over HTTP (docs/http/accounts.md): ``password/forgot`` answers 202
 ``{"status": "accepted"}`` for every address and mails a ``reset`` code only to a live
 account, at most 3 per account per hour; ``password/reset`` takes the code once, sets
 the password (by the password rules), ends every login of the user and clears the
@@ -195,7 +195,7 @@ def test_a_reset_code_sent_before_an_email_change_does_not_work_after_it(locky_c
 
 
 def test_a_reset_ends_with_a_notice_to_the_accounts_address(locky_client):
-    """CONTRACT §19: whoever used the code, the owner hears of the reset at the address."""
+    """docs/http/accounts.md: whoever used the code, the owner hears of the reset at the address."""
     locky_client.register("ada@example.com")
     code = reset_code(locky_client, "ada@example.com")
     assert reset(locky_client, code, "a brand new passphrase").status_code == 204

@@ -1,4 +1,4 @@
-"""The password rules (CONTRACT.md sections 2 and 11), the same at registration, at an
+"""The password rules (docs/http/records.md and docs/http/accounts.md), the same at registration, at an
 own or an admin's change and at a reset: 8-72 bytes of UTF-8 (longer is refused, never
 truncated), not a common password of the shipped blocklist (any case), and not containing
 the email's local part or the name when those have 4 or more characters (any case).

@@ -1,4 +1,4 @@
-"""Single-use under concurrency (CONTRACT.md section 11): the same verification code,
+"""Single-use under concurrency (docs/http/accounts.md): the same verification code,
 reset code, TOTP code, recovery code or ``mfa_token`` sent by several requests at once is
 taken by exactly one of them; the others get the answer of a used code."""
 

@@ -1,4 +1,4 @@
-"""TOTP second factor over HTTP (CONTRACT.md section 11; RFC 6238 with SHA-1, 6 digits,
+"""TOTP second factor over HTTP (docs/http/accounts.md; RFC 6238 with SHA-1, 6 digits,
 30-second steps, ±1 step, each code accepted once). The codes come from this suite's own
 RFC 6238 implementation (checked against the RFC's test vectors), not from the server's
 library. Enrolment: ``POST /me/mfa/totp`` (pending secret, replaced by a new start),

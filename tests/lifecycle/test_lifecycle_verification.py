@@ -1,4 +1,4 @@
-"""Email verification over HTTP (CONTRACT.md sections 2 and 11): every User body carries
+"""Email verification over HTTP (docs/http/records.md and docs/http/accounts.md): every User body carries
 ``email_verified``, ``disabled`` and ``mfa_enabled`` (all false for a new registration,
 and in the Swagger document); registration and every email change queue one ``verify``
 message (an RFC 5322 file, mode 0600, ``To`` the address, ``X-Locky-Purpose: verify``, the

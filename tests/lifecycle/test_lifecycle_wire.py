@@ -1,4 +1,4 @@
-"""The wire rules of CONTRACT.md section 1 hold on the lifecycle routes too: another
+"""The wire rules of docs/http/README.md#bodies hold on the lifecycle routes too: another
 content type is 415, a body that is not a JSON object is 400 ``{"body": ...}``, a method
 the route does not serve is 405, all as JSON error objects; and every route is in the
 Swagger document."""

@@ -76,7 +76,7 @@ class ServerProcess:
 
 def one_service(database_url: str, workdir: Path, **env: str) -> dict[str, str]:
     """The environment of servers that are hosts of one service on ``database_url``:
-    one public address (so one token issuer, CONTRACT section 9) and, as the outbox is
+    one public address (so one token issuer, docs/http/tokens.md) and, as the outbox is
     shared, one mail folder for any host's sender; ``env`` on top."""
     return {"LOCKY_DATABASE_URL": database_url, "LOCKY_PUBLIC_URL": "https://locky.example.com",
             "LOCKY_MAIL_DIR": str(workdir / "mail"), **env}

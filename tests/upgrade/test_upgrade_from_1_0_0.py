@@ -1,4 +1,4 @@
-"""Upgrading a real Locky 1.0.0 database (CONTRACT.md section 14), on SQLite, PostgreSQL
+"""Upgrading a real Locky 1.0.0 database (docs/http/operation.md#upgrades), on SQLite, PostgreSQL
 and MariaDB: the dumps in ``fixtures/1.0.0/`` were written by the 1.0.0 release itself
 (``make_fixtures.py``), and ``expected.json`` holds what 1.0.0 answered over HTTP.
 

@@ -8,8 +8,8 @@ Modules:
 - :mod:`.output`: aligned tables for people, JSON for scripts.
 - :mod:`.commands`: the shared parser plumbing, context and error reporting.
 - :mod:`.session_commands`, :mod:`.record_commands`, :mod:`.account_commands`: the
-  commands themselves (the last: verification, password reset and TOTP, CONTRACT §11).
-- :mod:`.audit_commands`: ``locky-admin``'s audit trail and webhooks (CONTRACT §12).
+  commands themselves (the last: verification, password reset and TOTP, docs/http/accounts.md).
+- :mod:`.audit_commands`: ``locky-admin``'s audit trail and webhooks (docs/http/audit.md).
 - :mod:`.anonymous`, :mod:`.app`, :mod:`.admin`: one entry point per audience.
 
 Standard library only, so the clients work wherever the package installs.

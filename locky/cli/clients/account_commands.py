@@ -1,4 +1,4 @@
-"""Account-lifecycle commands (CONTRACT §11).
+"""Account-lifecycle commands (docs/http/accounts.md).
 
 For ``locky-anonymous`` (:func:`add_account_commands`): ``verify``,
 ``resend-verification``, ``forgot-password`` and ``reset-password``, which need no

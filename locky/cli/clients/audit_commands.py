@@ -1,4 +1,4 @@
-"""The audit trail and webhooks (CONTRACT §12), for ``locky-admin``.
+"""The audit trail and webhooks (docs/http/audit.md), for ``locky-admin``.
 
 - ``audit list``: the security events, oldest first, filtered by event name (or a
   prefix ending in ``.*``), actor, target and time, paged like the record lists.

@@ -16,11 +16,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "groups": ("id", "uuid", "name", "description"),
     "members": ("id", "uuid", "group_uuid", "user_uuid", "role"),
     "roles": ("id", "name", "builtin", "permissions", "description"),
-    # authz (CONTRACT §10): what a user may do, and explain's roles held and rules matched
+    # authz (docs/http/authorization.md): what a user may do, and explain's roles held and rules matched
     "permissions": ("resource", "action", "scope", "group_uuid", "via"),
     "held_roles": ("role", "scope", "group_uuid"),
     "matched": ("role", "scope", "group_uuid", "rule"),
-    # the audit trail and webhooks (CONTRACT §12); --json shows every field
+    # the audit trail and webhooks (docs/http/audit.md); --json shows every field
     "events": ("id", "created_at", "event", "actor_uuid", "target_type", "target_uuid", "ip", "details"),
     "webhooks": ("id", "uuid", "url", "events", "description", "created_at"),
     "deliveries": ("id", "event", "event_uuid", "status", "attempts", "last_status_code", "next_attempt_at",

@@ -1,5 +1,5 @@
 """Commands on records: users, groups, members and roles, plus the authorization API
-(CONTRACT §10): ``authz check``, ``explain``, ``batch``, ``permissions`` and ``subjects``.
+(docs/http/authorization.md): ``authz check``, ``explain``, ``batch``, ``permissions`` and ``subjects``.
 
 :func:`add_record_commands` builds the same tree for ``locky-app`` and ``locky-admin``;
 ``admin=True`` adds role writes, updates/deletes of any user and disabling or enabling
@@ -184,7 +184,7 @@ def update_role(ctx: Context, args: argparse.Namespace) -> None:
 
 
 AUTHZ = f"{INTERNAL}/authz"
-BATCH_SIZE = 100  # the most checks the server answers in one POST (CONTRACT §10)
+BATCH_SIZE = 100  # the most checks the server answers in one POST (docs/http/authorization.md)
 CSV_FIELDS = ("user_uuid", "resource", "action", "group_uuid")
 
 

@@ -59,7 +59,7 @@ def login(ctx: Context, args: argparse.Namespace) -> None:
     password = ctx.read_password(args)
     body = ctx.session.login(email, password)
     if body.get("mfa_required"):
-        # Second step (CONTRACT §11): a TOTP or recovery code, then the usual tokens.
+        # Second step (docs/http/accounts.md): a TOTP or recovery code, then the usual tokens.
         mfa_token = str(body["mfa_token"])
         body = ctx.with_code(args, CODE_PROMPT, lambda code: ctx.session.login_mfa(mfa_token, code), _wrong_code)
     user = body.get("user") or {}

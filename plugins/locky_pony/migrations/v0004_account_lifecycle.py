@@ -1,8 +1,8 @@
-"""Step 4: the account lifecycle (CONTRACT §11).
+"""Step 4: the account lifecycle (docs/http/accounts.md).
 
 Users get three flags: ``email_verified``, ``disabled`` and ``mfa_enabled``, false for
 every account a 1.0.0 database holds (no address was ever proved there; an admin listed
-by email proves theirs once, see CONTRACT §7). New tables:
+by email proves theirs once, see docs/http/authorization.md). New tables:
 
 - ``locky_codes``: single-use codes (verification, reset, the second login step), kept
   as SHA-256 hashes only;

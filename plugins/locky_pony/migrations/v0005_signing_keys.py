@@ -1,4 +1,4 @@
-"""Step 5: token-signing keys (CONTRACT §9).
+"""Step 5: token-signing keys (docs/http/tokens.md#published-keys-and-metadata).
 
 ``locky_signing_keys`` holds every key pair the service signs tokens with: the public
 JWK, and the private half as PEM sealed with a key derived from ``LOCKY_JWT_SECRET``

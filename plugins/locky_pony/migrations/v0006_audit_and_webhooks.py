@@ -1,4 +1,4 @@
-"""Step 6: the audit trail and webhooks (CONTRACT §12).
+"""Step 6: the audit trail and webhooks (docs/http/audit.md).
 
 - ``locky_audit``: security events, appended in the transaction of the change each
   records and never updated; indexed for the audit list's filters (event, actor,
