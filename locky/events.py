@@ -47,6 +47,17 @@ ADMIN_REVOKED = "admin.revoked"
 KEY_ROTATED = "key.rotated"
 WEBHOOK_CREATED = "webhook.created"
 WEBHOOK_DELETED = "webhook.deleted"
+# The OpenID provider and its clients (docs/http/oauth.md).
+OAUTH_CLIENT_CREATED = "oauth.client.created"
+OAUTH_CLIENT_UPDATED = "oauth.client.updated"
+OAUTH_CLIENT_DELETED = "oauth.client.deleted"
+OAUTH_CLIENT_SECRET_ROTATED = "oauth.client.secret_rotated"
+OAUTH_CONSENT_GRANTED = "oauth.consent.granted"
+OAUTH_CONSENT_REVOKED = "oauth.consent.revoked"
+OAUTH_AUTHORIZED = "oauth.authorized"
+OAUTH_TOKEN_ISSUED = "oauth.token.issued"
+OAUTH_CODE_REUSE_DETECTED = "oauth.code.reuse_detected"
+OAUTH_LOGOUT = "oauth.logout"
 
 #: Every event Locky records and announces, in the order docs/http/audit.md lists them.
 NAMES = (
@@ -56,6 +67,9 @@ NAMES = (
     GROUP_CREATED, GROUP_UPDATED, GROUP_DELETED, MEMBER_ADDED, MEMBER_REMOVED,
     ROLE_CREATED, ROLE_UPDATED, ROLE_DELETED, ADMIN_GRANTED, ADMIN_REVOKED, KEY_ROTATED,
     WEBHOOK_CREATED, WEBHOOK_DELETED,
+    OAUTH_CLIENT_CREATED, OAUTH_CLIENT_UPDATED, OAUTH_CLIENT_DELETED, OAUTH_CLIENT_SECRET_ROTATED,
+    OAUTH_CONSENT_GRANTED, OAUTH_CONSENT_REVOKED, OAUTH_AUTHORIZED, OAUTH_TOKEN_ISSUED, OAUTH_CODE_REUSE_DETECTED,
+    OAUTH_LOGOUT,
 )
 
 #: The first parts of Locky's own names (``user``, ``login``, ...) and ``locky``: no

@@ -20,11 +20,14 @@ from typing import Any, Callable, ContextManager, Generic, Iterable, Protocol, T
 from locky.records import (
     AuditEvent,
     Authenticated,
+    AuthorizationCode,
     Code,
+    Consent,
     Delivery,
     Group,
     Letter,
     Member,
+    OAuthClient,
     Page,
     Permission,
     Role,
@@ -280,10 +283,18 @@ class RoleStore(RecordStore[Role], Protocol):
 
 
 class SessionStore(Protocol):
-    """Login sessions: one per login, holding the single refresh token still usable."""
+    """Login sessions: one per login, holding the single refresh token still usable.
 
-    def create(self, *, uuid: str, user_uuid: str, refresh_jti: str) -> Session:
-        """Start session ``uuid`` for a live user, with its first refresh token's jti."""
+    The OpenID provider keeps its own sign-ins here too: an *OP session* (the browser
+    signed in at Locky) is a session without ``client_id``, and each login it gives a
+    client names it in ``op_session_uuid``."""
+
+    def create(self, *, uuid: str, user_uuid: str, refresh_jti: str, client_id: str | None = None,
+               scope: str | None = None, op_session_uuid: str | None = None,
+               amr: Iterable[str] = ()) -> Session:
+        """Start session ``uuid`` for a live user, with its first refresh token's jti,
+        and (logins made through the OpenID provider) the client, the granted scope, the
+        OP session it came from and how the user authenticated."""
 
     def identity(self, uuid: str) -> tuple[Session, User] | None:
         """The live (not revoked) session and its live user, or ``None``."""
@@ -317,6 +328,15 @@ class SessionStore(Protocol):
         when users change their own) and when an admin changes another user's
         credentials (no ``keep``). A refresh racing it must not outlive it.
         """
+
+    def end_op_session(self, uuid: str) -> int:
+        """Revoke the OP session ``uuid`` and every live session whose
+        ``op_session_uuid`` is ``uuid`` (signing out at Locky ends the logins it gave
+        clients); how many were revoked."""
+
+    def revoke_client(self, client_id: str, *, user_uuid: str | None = None) -> int:
+        """Revoke every live session issued to ``client_id`` (of ``user_uuid`` only,
+        when given: a user withdrawing consent); how many were revoked."""
 
 
 class CodeStore(Protocol):
@@ -390,18 +410,21 @@ class TotpStore(Protocol):
 
 
 class KeyStore(Protocol):
-    """Token-signing keys shared by every worker and host (docs/http/tokens.md). Exactly one key
-    is active (signs) at a time, whatever processes rotate at once."""
+    """Token-signing keys shared by every worker and host (docs/http/tokens.md). Keys come
+    in families, one per algorithm (``alg``: the configured one, and RS256 for ID tokens);
+    exactly one key of each family is active (signs) at a time, whatever processes rotate
+    at once."""
 
-    def active(self) -> SigningKey | None:
-        """The active key, or ``None`` before the first."""
+    def active(self, alg: str) -> SigningKey | None:
+        """The active key of the ``alg`` family, or ``None`` before its first."""
 
     def all(self) -> list[SigningKey]:
         """Every stored key, active and retired, oldest first."""
 
     def rotate(self, new: SigningKey, *, replacing: str | None) -> SigningKey:
-        """Make ``new`` the active key and retire the active one, atomically, if the
-        active key's kid is still ``replacing`` (``None``: there is no active key yet);
+        """Make ``new`` the active key of its family (``new.alg``) and retire that
+        family's active one, atomically, if its kid is still ``replacing`` (``None``:
+        the family has no active key yet);
         otherwise change nothing and return the active key another process made. So
         hosts rotating together (at startup, or when the key is old) agree on one key:
         the one returned."""
@@ -609,6 +632,69 @@ class DeliveryStore(Protocol):
 
 
 @runtime_checkable
+class OAuthClientStore(RecordStore[OAuthClient], Protocol):
+    """OAuth 2 / OpenID Connect clients (docs/http/oauth.md). Soft-deleted like the other
+    records: ``get``, ``get_by_uuid``, ``list`` and ``count`` see live clients only;
+    ``client_id`` is unique among live clients. ``list`` takes no filters."""
+
+    def create(self, *, client_id: str, name: str, type: str, redirect_uris: Iterable[str],
+               post_logout_redirect_uris: Iterable[str], grant_types: Iterable[str], scopes: Iterable[str],
+               id_token_signed_response_alg: str, first_party: bool, secret_hash: str | None) -> OAuthClient:
+        """Store a new client. :class:`~locky.errors.Conflict` when ``client_id`` is taken."""
+
+    def get_by_client_id(self, client_id: str) -> OAuthClient | None:
+        """The live client with this ``client_id``, or ``None`` (also for a non-``str``)."""
+
+    def update(self, id: int, **changes: Any) -> OAuthClient:
+        """Change any of ``name``, ``redirect_uris``, ``post_logout_redirect_uris``,
+        ``grant_types``, ``scopes``, ``id_token_signed_response_alg``, ``first_party``,
+        ``secret_hash``; move ``updated_at``. :class:`~locky.errors.NotFound` when the
+        client is not live."""
+
+
+class ConsentStore(Protocol):
+    """What each user allowed each client (docs/http/oauth.md): one live row per user and
+    client, whose scopes grow with each *Allow* and go when the user withdraws them."""
+
+    def get(self, user_uuid: str, client_id: str) -> Consent | None:
+        """The user's consent to the client, or ``None``."""
+
+    def grant(self, user_uuid: str, client_id: str, scopes: Iterable[str]) -> Consent:
+        """Add ``scopes`` to the user's consent to the client (made when there is none);
+        the stored scopes are the sorted union."""
+
+    def of_user(self, user_uuid: str) -> list[Consent]:
+        """Every consent the user gave, oldest first."""
+
+    def withdraw(self, user_uuid: str, client_id: str) -> bool:
+        """Remove the user's consent to the client; ``True`` when there was one."""
+
+
+class AuthorizationCodeStore(Protocol):
+    """Authorization codes (RFC 6749 section 4.1), kept only as hashes, single-use."""
+
+    def add(self, *, code_hash: str, client_id: str, user_uuid: str, redirect_uri: str, scope: str,
+            nonce: str | None, code_challenge: str | None, code_challenge_method: str | None,
+            auth_time: datetime, amr: Iterable[str], op_session_uuid: str | None, session_uuid: str,
+            expires_at: datetime) -> AuthorizationCode:
+        """Store a new code. May delete codes that expired more than a day ago."""
+
+    def find(self, code_hash: str) -> AuthorizationCode | None:
+        """The code with this hash, used or not, expired or not (a used code must stay
+        findable for a day, so that its second use is noticed); ``None`` when unknown."""
+
+    def use(self, code_hash: str, *, now: datetime) -> AuthorizationCode | None:
+        """Atomically mark the code used, if it is unused and ``now`` is before its
+        ``expires_at``; return it, or ``None`` when another exchange won, it expired or
+        it is unknown. Of concurrent calls on one code at most one returns it."""
+
+
+    def revoke_tokens(self, id: int) -> OAuthClient | None:
+        """Move the client's ``token_generation`` on by one, atomically (every
+        ``client_credentials`` token issued so far stops working); the client as it is
+        after, or ``None`` when it is not live."""
+
+
 class Storage(Protocol):
     """A storage provider: one object per app holding every store, built by the factory
     registered in ``locky_register_storage``. Run
@@ -628,6 +714,9 @@ class Storage(Protocol):
     audit: AuditStore
     webhooks: WebhookStore
     deliveries: DeliveryStore
+    oauth_clients: OAuthClientStore
+    consents: ConsentStore
+    oauth_codes: AuthorizationCodeStore
 
     def atomic(self) -> ContextManager[None]:
         """A block whose store calls make one transaction: all of them are kept, or none.
@@ -715,30 +804,42 @@ class IssuedToken:
 class Claims:
     """What a verified token says."""
 
-    subject: str  # user uuid
-    session_uuid: str
+    subject: str  # user uuid; a client_credentials token's: the client_id
+    session_uuid: str  # a client_credentials token's: "client:<client uuid>:<token generation>"
     jti: str
     kind: str  # "access" or "refresh"
     expires_at: int
+    #: Tokens the OpenID provider issued: the client (also their ``aud``) and the scope.
+    client_id: str | None = None
+    scope: str | None = None
 
 
 class TokenBackend(Protocol):
     """Issues and checks the bearer tokens of login sessions. Run
     :class:`locky.testing.token_backend_contract.TokenBackendContract` against it."""
 
-    def issue(self, *, user_uuid: str, session_uuid: str, kind: str) -> IssuedToken:
+    def issue(self, *, user_uuid: str, session_uuid: str, kind: str, client_id: str | None = None,
+              scope: str | None = None) -> IssuedToken:
         """A signed token of ``kind`` (``access`` or ``refresh``) for the session.
 
         ``jti`` is unique per call; ``expires_in`` is the lifetime in seconds
         (``access_ttl`` or ``refresh_ttl`` of the settings). Revocation is not the
-        backend's: Locky checks the session in storage on every request."""
+        backend's: Locky checks the session in storage on every request. With
+        ``client_id`` (a token the OpenID provider issues) the token's ``aud`` is the
+        client_id and it carries ``client_id`` and ``scope`` claims."""
 
     def verify(self, token: str, *, kind: str) -> Claims:
         """Check signature, algorithm, time claims, issuer, audience and ``kind``;
         return the :class:`Claims` ``issue`` put in (``subject``, ``session_uuid``,
         ``jti``, ``kind``, ``expires_at`` in Unix seconds). Raise
         :class:`~locky.errors.Unauthorized` on any failure (garbage, a changed byte,
-        another kind, expired, another issuer or audience), never another exception."""
+        another kind, expired, another issuer or audience), never another exception.
+        A token with a ``client_id`` claim has that client_id as its audience."""
+
+    def sign_id_token(self, claims: dict[str, Any], *, alg: str) -> str:
+        """An OpenID Connect ID token: ``claims`` signed as they are, with the active
+        key of the ``alg`` family (``RS256``, ``ES256`` or ``EdDSA``; made when the
+        family has none yet) and its ``kid`` in the header."""
 
 
 class Mailer(Protocol):

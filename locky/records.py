@@ -135,6 +135,14 @@ class Session:
     created_at: datetime
     revoked_at: datetime | None
     refresh_jti: str
+    # Made through the OpenID provider (docs/http/oauth.md): the client the login was
+    # issued to and the scopes it was granted (``None`` for a login of the /v1 API);
+    # the OP session (the browser's sign-in at Locky, itself a session with no client)
+    # it came from; how the user proved who they are (``pwd``, ``otp``, ``hwk``...).
+    client_id: str | None = None
+    scope: str | None = None
+    op_session_uuid: str | None = None
+    amr: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,3 +296,94 @@ class Identity:
     session_uuid: str | None = None
     scheme: str = "bearer"
     policy_revision: int | None = None
+
+
+# -- OpenID Connect provider and OAuth 2 clients (docs/http/oauth.md) -------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthClient:
+    """An application registered to sign its users in with Locky, or a machine client.
+
+    ``type`` is ``"confidential"`` (holds a secret) or ``"public"`` (a browser or native
+    app: no secret, PKCE required). ``secret_hash`` is the SHA-256 hex of the secret
+    (``None`` for a public client): the secret itself is shown once and never stored.
+    The tuples keep the order the admin gave."""
+
+    id: int
+    uuid: str
+    client_id: str
+    name: str
+    type: str
+    redirect_uris: tuple[str, ...]
+    post_logout_redirect_uris: tuple[str, ...]
+    grant_types: tuple[str, ...]
+    scopes: tuple[str, ...]
+    id_token_signed_response_alg: str
+    first_party: bool
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None = None
+    secret_hash: str | None = field(default=None, repr=False)
+    #: Moved by ``OAuthClientStore.revoke_tokens``: a ``client_credentials`` token names
+    #: the generation it was issued in, and stops working when the client's moves on.
+    token_generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Consent:
+    """What a user allowed a client: the scopes, the union of every *Allow*."""
+
+    id: int
+    uuid: str
+    user_uuid: str
+    client_id: str
+    scopes: tuple[str, ...]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizationCode:
+    """An authorization code as storage keeps it: its hash and what it is bound to.
+
+    ``session_uuid`` is the login the code's exchange creates (chosen when the code is
+    made), so a second use can revoke what the first one issued. ``used_at`` is set by
+    the one exchange that wins."""
+
+    id: int
+    code_hash: str
+    client_id: str
+    user_uuid: str
+    redirect_uri: str
+    scope: str
+    nonce: str | None
+    code_challenge: str | None
+    code_challenge_method: str | None
+    auth_time: datetime
+    amr: tuple[str, ...]
+    op_session_uuid: str | None
+    session_uuid: str
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None = None
+
+
+#: The policy subject of a machine client (a ``client_credentials`` token's caller):
+#: ``client:<client_id>``. Authorizers get such a caller as a :class:`User` whose
+#: ``uuid`` is this subject (see :func:`client_principal`); its built-in role is
+#: ``client`` (not ``user``), and admins give it roles like a user's.
+CLIENT_SUBJECT_PREFIX = "client:"
+
+
+def client_principal(client: OAuthClient) -> User:
+    """A machine client as the caller of a request: a :class:`User` with the client's
+    subject as ``uuid``, no email and no password, never stored."""
+    return User(id=0, uuid=CLIENT_SUBJECT_PREFIX + client.client_id, created_at=client.created_at,
+                updated_at=client.updated_at, deleted_at=client.deleted_at, name=client.name, email="",
+                email_verified=False, disabled=False, mfa_enabled=False)
+
+
+def is_client_subject(subject: str) -> bool:
+    """Whether ``subject`` (a :class:`User`'s ``uuid``) names a machine client."""
+    return subject.startswith(CLIENT_SUBJECT_PREFIX)
