@@ -164,22 +164,30 @@ class QueryLoader:
 FORM = "application/x-www-form-urlencoded"
 
 
+def read_form_pairs(req: falcon.Request, max_bytes: int) -> list[tuple[str, str]]:
+    """An ``application/x-www-form-urlencoded`` body as its ``(name, value)`` pairs in
+    order, repeated names kept (OAuth 2 refuses a repeated parameter itself, with its
+    own error); 413 past ``max_bytes``, :class:`~locky.errors.Invalid` for a body that
+    is no form. The caller checks the media type."""
+    raw = _read(req, max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise falcon.HTTPContentTooLarge(description=f"The body is larger than {max_bytes} bytes.")
+    try:
+        return parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=bool(raw.strip()),
+                         max_num_fields=100)
+    except UnicodeDecodeError:
+        raise Invalid.one("body", "The body is not valid UTF-8.") from None
+    except ValueError:
+        raise Invalid.one("body", "The body is not a valid form.") from None
+
+
 def read_json_or_form(req: falcon.Request, max_bytes: int) -> dict[str, Any]:
     """A body as JSON (as :func:`read_json`) or as an HTML form, as OAuth's token
     introspection and revocation are sent (RFC 7662, RFC 7009): each field once."""
     media_type = (req.content_type or "").split(";", 1)[0].strip().lower()
     if media_type != FORM:
         return read_json(req, max_bytes)
-    raw = _read(req, max_bytes + 1)
-    if len(raw) > max_bytes:
-        raise falcon.HTTPContentTooLarge(description=f"The body is larger than {max_bytes} bytes.")
-    try:
-        pairs = parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=bool(raw.strip()),
-                          max_num_fields=100)
-    except UnicodeDecodeError:
-        raise Invalid.one("body", "The body is not valid UTF-8.") from None
-    except ValueError:
-        raise Invalid.one("body", "The body is not a valid form.") from None
+    pairs = read_form_pairs(req, max_bytes)
     data: dict[str, Any] = {}
     for key, value in pairs:
         if key in data:
