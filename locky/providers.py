@@ -631,7 +631,6 @@ class DeliveryStore(Protocol):
         """How many deliveries wait (for health reports and tests)."""
 
 
-@runtime_checkable
 class OAuthClientStore(RecordStore[OAuthClient], Protocol):
     """OAuth 2 / OpenID Connect clients (docs/http/oauth.md). Soft-deleted like the other
     records: ``get``, ``get_by_uuid``, ``list`` and ``count`` see live clients only;
@@ -650,6 +649,11 @@ class OAuthClientStore(RecordStore[OAuthClient], Protocol):
         ``grant_types``, ``scopes``, ``id_token_signed_response_alg``, ``first_party``,
         ``secret_hash``; move ``updated_at``. :class:`~locky.errors.NotFound` when the
         client is not live."""
+
+    def revoke_tokens(self, id: int) -> OAuthClient | None:
+        """Move the client's ``token_generation`` on by one, atomically (every
+        ``client_credentials`` token issued so far stops working); the client as it is
+        after, or ``None`` when it is not live."""
 
 
 class ConsentStore(Protocol):
@@ -689,12 +693,7 @@ class AuthorizationCodeStore(Protocol):
         it is unknown. Of concurrent calls on one code at most one returns it."""
 
 
-    def revoke_tokens(self, id: int) -> OAuthClient | None:
-        """Move the client's ``token_generation`` on by one, atomically (every
-        ``client_credentials`` token issued so far stops working); the client as it is
-        after, or ``None`` when it is not live."""
-
-
+@runtime_checkable
 class Storage(Protocol):
     """A storage provider: one object per app holding every store, built by the factory
     registered in ``locky_register_storage``. Run

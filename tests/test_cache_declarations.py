@@ -89,7 +89,7 @@ def test_a_write_of_one_session_or_user_names_it_by_an_argument_of_the_protocol(
 
 def test_every_topic_written_is_followed_by_a_cache_and_no_cache_follows_what_nothing_writes():
     written = {effect.topic for methods in STORES.values() for effect in methods.values() if effect.topic}
-    assert written == {REVISION, SESSION, USER_ID, USER_UUID, KEYS}
+    assert written == {REVISION, SESSION, USER_ID, USER_UUID, USERS, KEYS}
     followed = set().union(*(watcher.topics for watcher in WATCHERS))
     assert written <= followed
     for watcher in WATCHERS:

@@ -54,11 +54,11 @@ def test_the_read_layer_builds_what_the_entity_layer_would(storage):
         assert storage.deliveries.pending() == 2
         assert storage.totp.get(user.uuid) == totp_record(e.Totp[user.uuid])
         assert storage.codes.find("c" * 64, "verify", now=now) == code_record(e.Code.get(code_hash="c" * 64))
-        assert storage.keys.active() == key_record(e.Key.get(kid="k1")) == key
+        assert storage.keys.active("ES256") == key_record(e.Key.get(kid="k1")) == key
     # And outside a session, on the reader's own connections.
     assert storage.webhooks.get(hooks[2].id) == hooks[2]
     assert storage.deliveries.get(deliveries[1].id).last_error == TRICKY
     assert storage.totp.get(user.uuid).recovery_hashes == ()
     assert storage.totp.get("no such user") is None
     assert storage.codes.find("c" * 64, "reset", now=now) is None
-    assert storage.keys.active().private_key == TRICKY
+    assert storage.keys.active("ES256").private_key == TRICKY

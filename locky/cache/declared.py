@@ -8,7 +8,7 @@ while every write that makes it stale is known. So each method of each store pro
 of :mod:`locky.providers` is listed in :data:`STORES`, as a read (:data:`READ`, or
 :data:`KEPT`: a record read the storage cache may keep) or as a write with what it makes
 stale: a *topic* (:data:`REVISION`, :data:`SESSION`, :data:`USER_ID`, :data:`USER_UUID`,
-:data:`KEYS`) and, for one session or user, the argument that names it; a write that
+:data:`USERS`, :data:`KEYS`) and, for one session or user, the argument that names it; a write that
 makes nothing stale that any cache keeps by name is :data:`UNCACHED`.
 
 Each cache says which topics it follows and how it learns of them (a :class:`Watcher`):
@@ -36,7 +36,8 @@ __all__ = ["KEPT", "KEYS", "READ", "REVISION", "SESSION", "STORAGE_CACHE", "STOR
 #: The policy revision (:meth:`locky.providers.Storage.revision`): roles and grants.
 REVISION = "revision"
 #: Every user (any cached session's user may have changed): announced by a bus, after
-#: an ``atomic`` block, when it cannot tell which.
+#: an ``atomic`` block, when it cannot tell which; and by the writes that end sessions
+#: they cannot name one by one.
 USERS = "users"
 #: One session (``SESSION`` + its uuid).
 SESSION = "session:"
@@ -102,6 +103,10 @@ STORES: dict[str, dict[str, Effect]] = {
         "create": UNCACHED,  # a missing session is never cached
         "rotate": moves(SESSION, "uuid"), "revoke": moves(SESSION, "uuid"),
         "revoke_all": moves(USER_UUID, "user_uuid"),  # every cached session of the user
+        # The OpenID provider's sign-out and a client's deletion or withdrawn consent end
+        # sessions the call does not name one by one (an OP session's logins, a client's
+        # of any user): every cached session may be one of them.
+        "end_op_session": moves(USERS), "revoke_client": moves(USERS),
     },
     "throttle": {
         "hit": UNCACHED, "take": UNCACHED, "reset": UNCACHED, "reset_prefix": UNCACHED,

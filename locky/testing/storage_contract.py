@@ -926,6 +926,95 @@ class StorageContract:
         assert results.count(True) == 1, results
         assert all(r in (True, False) for r in results), results
 
+    def test_a_session_of_the_openid_provider_keeps_its_client_scope_and_amr(self, storage):
+        user = self.user(storage)
+        op = "a0000000-0000-4000-8000-000000000000"
+        made = storage.sessions.create(uuid=op, user_uuid=user.uuid, refresh_jti="op-1", amr=["pwd", "otp"])
+        assert (made.client_id, made.scope, made.op_session_uuid, made.amr) == (None, None, None, ("pwd", "otp"))
+        login = storage.sessions.create(uuid=self.SESSION, user_uuid=user.uuid, refresh_jti="jti-1",
+                                        client_id="s6BhdRkqt3", scope="openid email offline_access",
+                                        op_session_uuid=op, amr=("pwd",))
+        assert (login.uuid, login.user_uuid, login.refresh_jti, login.revoked_at) == (
+            self.SESSION, user.uuid, "jti-1", None)
+        assert (login.client_id, login.scope, login.op_session_uuid, login.amr) == (
+            "s6BhdRkqt3", "openid email offline_access", op, ("pwd",))
+        # Read back whole by every read of a session, as created.
+        assert storage.sessions.authenticate(self.SESSION).session == login
+        assert storage.sessions.identity(self.SESSION) == (login, user)
+        assert storage.sessions.authenticate(op).session == made
+        # A login of the /v1 API names none of them.
+        plain = storage.sessions.create(uuid="b0000000-0000-4000-8000-000000000000", user_uuid=user.uuid,
+                                        refresh_jti="jti-2")
+        assert (plain.client_id, plain.scope, plain.op_session_uuid, plain.amr) == (None, None, None, ())
+        assert storage.sessions.authenticate(plain.uuid).session == plain
+        # Rotation keeps them.
+        assert storage.sessions.rotate(self.SESSION, "jti-1", "jti-3") is True
+        rotated = storage.sessions.authenticate(self.SESSION).session
+        assert (rotated.refresh_jti, rotated.client_id, rotated.scope, rotated.op_session_uuid, rotated.amr) == (
+            "jti-3", "s6BhdRkqt3", "openid email offline_access", op, ("pwd",))
+
+    def test_ending_an_op_session_ends_the_logins_it_gave(self, storage):
+        ada = self.user(storage)
+        bob = self.user(storage, "bob@example.com", "Bob")
+        op, other_op = "a0000000-0000-4000-8000-000000000000", "a1111111-1111-4111-8111-111111111111"
+        storage.sessions.create(uuid=op, user_uuid=ada.uuid, refresh_jti="op", amr=["pwd"])
+        storage.sessions.create(uuid=other_op, user_uuid=ada.uuid, refresh_jti="op2", amr=["pwd"])
+        given = [f"c000000{i}-0000-4000-8000-000000000000" for i in range(3)]
+        for n, uuid in enumerate(given):
+            storage.sessions.create(uuid=uuid, user_uuid=ada.uuid, refresh_jti=f"j{n}", client_id=f"client-{n}",
+                                    scope="openid", op_session_uuid=op, amr=["pwd"])
+        elsewhere = "d0000000-0000-4000-8000-000000000000"  # from the other OP session
+        storage.sessions.create(uuid=elsewhere, user_uuid=ada.uuid, refresh_jti="je", client_id="client-0",
+                                scope="openid", op_session_uuid=other_op)
+        api = "e0000000-0000-4000-8000-000000000000"  # a login of the /v1 API
+        storage.sessions.create(uuid=api, user_uuid=ada.uuid, refresh_jti="ja")
+        bobs = "f0000000-0000-4000-8000-000000000000"
+        storage.sessions.create(uuid=bobs, user_uuid=bob.uuid, refresh_jti="jb", client_id="client-0",
+                                scope="openid", op_session_uuid=bobs)
+        storage.sessions.revoke(given[2])  # already ended: not counted again
+        assert storage.sessions.end_op_session(op) == 3
+        for uuid in (op, *given):
+            assert storage.sessions.authenticate(uuid) is None, uuid
+        assert storage.sessions.rotate(given[0], "j0", "j0-next") is False
+        for uuid in (other_op, elsewhere, api, bobs):
+            assert storage.sessions.authenticate(uuid) is not None, uuid
+        assert storage.sessions.end_op_session(op) == 0
+        for unknown in ("99999999-9999-4999-8999-999999999999", "", None, 7):
+            assert storage.sessions.end_op_session(unknown) == 0
+
+    def test_revoke_client_ends_its_logins(self, storage):
+        ada = self.user(storage)
+        bob = self.user(storage, "bob@example.com", "Bob")
+        sessions = {
+            "a0000000-0000-4000-8000-000000000000": (ada, "app"),
+            "a1111111-1111-4111-8111-111111111111": (ada, "app"),
+            "b0000000-0000-4000-8000-000000000000": (bob, "app"),
+            "c0000000-0000-4000-8000-000000000000": (ada, "other"),
+            "d0000000-0000-4000-8000-000000000000": (ada, None),  # the API's, or an OP session
+        }
+        for n, (uuid, (user, client_id)) in enumerate(sessions.items()):
+            storage.sessions.create(uuid=uuid, user_uuid=user.uuid, refresh_jti=f"j{n}", client_id=client_id,
+                                    scope=None if client_id is None else "openid")
+
+        def live() -> set[str]:
+            return {uuid for uuid in sessions if storage.sessions.authenticate(uuid) is not None}
+
+        # A user withdrawing consent: their logins of that client only.
+        assert storage.sessions.revoke_client("app", user_uuid=ada.uuid) == 2
+        assert live() == {"b0000000-0000-4000-8000-000000000000", "c0000000-0000-4000-8000-000000000000",
+                          "d0000000-0000-4000-8000-000000000000"}
+        assert storage.sessions.revoke_client("app", user_uuid=ada.uuid) == 0
+        # A deleted client: every user's.
+        storage.sessions.create(uuid="e0000000-0000-4000-8000-000000000000", user_uuid=ada.uuid,
+                                refresh_jti="je", client_id="app", scope="openid")
+        assert storage.sessions.revoke_client("app") == 2
+        assert live() == {"c0000000-0000-4000-8000-000000000000", "d0000000-0000-4000-8000-000000000000"}
+        assert storage.sessions.revoke_client("app") == 0
+        assert storage.sessions.revoke_client("missing") == 0
+        for not_text in (None, 5, b"other"):
+            assert storage.sessions.revoke_client(not_text) == 0
+        assert live() == {"c0000000-0000-4000-8000-000000000000", "d0000000-0000-4000-8000-000000000000"}
+
     # -- login throttle ---------------------------------------------------------
 
     def test_throttle_counts_within_the_window(self, storage):
@@ -1461,7 +1550,8 @@ class StorageContract:
                 None if key.retired_at is None else utc(key.retired_at))
 
     def test_an_empty_key_store_has_no_key(self, storage):
-        assert storage.keys.active() is None
+        for alg in ("ES256", "RS256", "EdDSA"):
+            assert storage.keys.active(alg) is None
         assert storage.keys.all() == []
         assert storage.keys.prune(utcnow() + timedelta(days=365)) == 0
 
@@ -1469,7 +1559,7 @@ class StorageContract:
         k1 = self.signing_key("k1", created_at=utcnow() - timedelta(days=1))
         first = storage.keys.rotate(k1, replacing=None)
         assert isinstance(first, SigningKey) and self.key_fields(first) == self.key_fields(k1)
-        assert self.key_fields(storage.keys.active()) == self.key_fields(k1)
+        assert self.key_fields(storage.keys.active("ES256")) == self.key_fields(k1)
         assert [self.key_fields(k) for k in storage.keys.all()] == [self.key_fields(k1)]
 
         before = datetime.now(timezone.utc)
@@ -1477,7 +1567,7 @@ class StorageContract:
         second = storage.keys.rotate(k2, replacing="k1")
         after = datetime.now(timezone.utc)
         assert isinstance(second, SigningKey) and self.key_fields(second) == self.key_fields(k2)
-        assert self.key_fields(storage.keys.active()) == self.key_fields(k2)
+        assert self.key_fields(storage.keys.active("ES256")) == self.key_fields(k2)
         old, new = storage.keys.all()
         assert self.key_fields(new) == self.key_fields(k2) and new.retired_at is None
         # k1 is kept, retired now (or as of k2's creation): it still verifies what it signed.
@@ -1499,7 +1589,7 @@ class StorageContract:
         # "No key yet" is stale too once a key is active.
         first = storage.keys.rotate(self.signing_key("kx"), replacing=None)
         assert isinstance(first, SigningKey) and self.key_fields(first) == self.key_fields(k2)
-        assert self.key_fields(storage.keys.active()) == self.key_fields(k2)
+        assert self.key_fields(storage.keys.active("ES256")) == self.key_fields(k2)
         assert [self.key_fields(k) for k in storage.keys.all()] == stored
 
     def test_concurrent_key_rotations_agree_on_one_key(self, storage):
@@ -1513,7 +1603,7 @@ class StorageContract:
         winner = results[0]
         assert winner.kid in {c.kid for c in candidates} and winner.retired_at is None
         assert self.key_fields(winner) == self.key_fields(next(c for c in candidates if c.kid == winner.kid))
-        assert self.key_fields(storage.keys.active()) == self.key_fields(winner)
+        assert self.key_fields(storage.keys.active("ES256")) == self.key_fields(winner)
         stored = storage.keys.all()
         assert [k.kid for k in stored] == ["k1", winner.kid]  # the losers' keys were not kept
         assert [k.retired_at is None for k in stored] == [False, True]
@@ -1525,7 +1615,7 @@ class StorageContract:
         assert len({self.key_fields(r) for r in results}) == 1, results
         winner = results[0]
         assert winner.kid in {c.kid for c in candidates} and winner.retired_at is None
-        assert self.key_fields(storage.keys.active()) == self.key_fields(winner)
+        assert self.key_fields(storage.keys.active("ES256")) == self.key_fields(winner)
         assert [self.key_fields(k) for k in storage.keys.all()] == [self.key_fields(winner)]
 
     def test_signing_keys_round_trip_oldest_first(self, storage):
@@ -1533,15 +1623,14 @@ class StorageContract:
         keys = [
             self.signing_key("es-1", created_at=base + timedelta(microseconds=123457)),
             self.signing_key("rs-2", alg="RS256", created_at=base + timedelta(days=1, microseconds=1)),
-            self.signing_key("ed-3", alg="EdDSA", created_at=base + timedelta(days=2, microseconds=999999)),
+            self.signing_key("es-3", created_at=base + timedelta(days=2, microseconds=999999)),
         ]
-        replacing = None
-        for key in keys:
-            assert storage.keys.rotate(key, replacing=replacing).kid == key.kid
-            replacing = key.kid
+        assert storage.keys.rotate(keys[0], replacing=None).kid == "es-1"
+        assert storage.keys.rotate(keys[1], replacing=None).kid == "rs-2"  # the first of its family
+        assert storage.keys.rotate(keys[2], replacing="es-1").kid == "es-3"
         stored = storage.keys.all()
         assert all(isinstance(k, SigningKey) for k in stored)
-        assert [k.kid for k in stored] == ["es-1", "rs-2", "ed-3"]
+        assert [k.kid for k in stored] == ["es-1", "rs-2", "es-3"]
         for made, kept in zip(keys, stored):
             # Texts exactly as handed in (storage never parses or re-serializes them),
             # times to the microsecond.
@@ -1550,11 +1639,46 @@ class StorageContract:
             assert utc(kept.created_at) == utc(made.created_at)
         assert len(stored[1].private_key) > 2000
         assert json.loads(stored[0].public_jwk)["kid"] == "es-1"
-        assert [k.retired_at is None for k in stored] == [False, False, True]
+        assert [k.retired_at is None for k in stored] == [False, True, True]
         # A retired key's retired_at reads back the same each time.
         again = storage.keys.all()
         assert [self.key_fields(k) for k in again] == [self.key_fields(k) for k in stored]
-        assert self.key_fields(storage.keys.active()) == self.key_fields(stored[2])
+        assert self.key_fields(storage.keys.active("ES256")) == self.key_fields(stored[2])
+        assert self.key_fields(storage.keys.active("RS256")) == self.key_fields(stored[1])
+
+    def test_each_algorithm_has_its_own_active_key(self, storage):
+        """Keys come in families, one per ``alg``: rotating one family leaves the others'
+        active keys active, and "replacing" speaks of the new key's family only."""
+        es1 = storage.keys.rotate(self.signing_key("es-1", created_at=utcnow() - timedelta(days=1)), replacing=None)
+        rs1 = storage.keys.rotate(self.signing_key("rs-1", alg="RS256"), replacing=None)
+        ed1 = storage.keys.rotate(self.signing_key("ed-1", alg="EdDSA"), replacing=None)
+        assert [k.kid for k in (es1, rs1, ed1)] == ["es-1", "rs-1", "ed-1"]
+        assert [storage.keys.active(alg).kid for alg in ("ES256", "RS256", "EdDSA")] == ["es-1", "rs-1", "ed-1"]
+        assert storage.keys.active("PS256") is None and storage.keys.active("HS256") is None
+        # Another family's kid is stale for this one: its active key is the answer.
+        stale = storage.keys.rotate(self.signing_key("rs-x", alg="RS256"), replacing="es-1")
+        assert self.key_fields(stale) == self.key_fields(rs1)
+        assert storage.keys.rotate(self.signing_key("rs-y", alg="RS256"), replacing=None).kid == "rs-1"
+        # A rotation of ES256 retires es-1 only.
+        assert storage.keys.rotate(self.signing_key("es-2"), replacing="es-1").kid == "es-2"
+        assert [storage.keys.active(alg).kid for alg in ("ES256", "RS256", "EdDSA")] == ["es-2", "rs-1", "ed-1"]
+        assert [(k.kid, k.retired_at is None) for k in storage.keys.all()] == [
+            ("es-1", False), ("rs-1", True), ("ed-1", True), ("es-2", True)]
+
+    def test_concurrent_rotations_of_two_families_each_agree_on_one_key(self, storage):
+        storage.keys.rotate(self.signing_key("es-1", created_at=utcnow() - timedelta(days=1)), replacing=None)
+        storage.keys.rotate(self.signing_key("rs-1", alg="RS256", created_at=utcnow() - timedelta(days=1)),
+                            replacing=None)
+        candidates = [self.signing_key(f"race-{i}", alg="ES256" if i % 2 else "RS256") for i in range(8)]
+        results = run_together(8, lambda i: storage.keys.rotate(
+            candidates[i], replacing="es-1" if i % 2 else "rs-1"))
+        assert all(isinstance(r, SigningKey) for r in results), results
+        for alg in ("ES256", "RS256"):
+            winners = {r.kid for r, c in zip(results, candidates) if c.alg == alg}
+            assert len(winners) == 1, results
+            assert storage.keys.active(alg).kid == winners.pop()
+        assert sorted(k.kid for k in storage.keys.all() if k.retired_at is not None) == ["es-1", "rs-1"]
+        assert len(storage.keys.all()) == 4
 
     def test_key_prune_deletes_only_keys_retired_before(self, storage):
         storage.keys.rotate(self.signing_key("k1", created_at=utcnow() - timedelta(days=2)), replacing=None)
@@ -1575,7 +1699,7 @@ class StorageContract:
         # However late the moment, the active key is never pruned.
         assert storage.keys.prune(utcnow() + timedelta(days=3650)) == 1
         assert [self.key_fields(k) for k in storage.keys.all()] == [self.key_fields(k3)]
-        assert self.key_fields(storage.keys.active()) == self.key_fields(k3)
+        assert self.key_fields(storage.keys.active("ES256")) == self.key_fields(k3)
         assert storage.keys.prune(utcnow() + timedelta(days=3650)) == 0
         # Rotation goes on from the survivor.
         assert storage.keys.rotate(self.signing_key("k4"), replacing="k3").kid == "k4"
@@ -1586,7 +1710,7 @@ class StorageContract:
         with pytest.raises(RuntimeError):
             with storage.atomic():
                 assert storage.keys.rotate(self.signing_key("k2"), replacing="k1").kid == "k2"
-                assert storage.keys.active().kid == "k2"  # the block reads its own writes
+                assert storage.keys.active("ES256").kid == "k2"  # the block reads its own writes
                 raise RuntimeError("the block fails")
         assert [self.key_fields(k) for k in storage.keys.all()] == [self.key_fields(k1)]
         assert storage.keys.rotate(self.signing_key("k2"), replacing="k1").kid == "k2"

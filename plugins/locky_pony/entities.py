@@ -123,6 +123,15 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         created_at = Required(datetime, precision=6)
         revoked_at = Optional(datetime, precision=6)
         refresh_jti = Required(str, 64, autostrip=False)
+        # Logins made through the OpenID provider (schema step 8): the client (NULL for a
+        # login of the /v1 API and for an OP session), the granted scope, the OP session
+        # it came from (signing out there ends it: indexed) and how the user
+        # authenticated (space-separated ``amr`` values).
+        client_id = Optional(str, 64, nullable=True, autostrip=False, index="idx_locky_sessions__client_id")
+        scope = Optional(str, 1024, nullable=True, autostrip=False)
+        op_session_uuid = Optional(str, 36, nullable=True, autostrip=False,
+                                   index="idx_locky_sessions__op_session_uuid")
+        amr = Optional(str, 255, default="", autostrip=False)
 
     class ThrottleRow(db.Entity):
         # One login-throttle key (an email or ``ip:<address>``): when its window started,
@@ -186,8 +195,10 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
 
     class KeyRow(db.Entity):
         # A token-signing key: the public JWK, the private half sealed by the core.
-        # ``active_slot`` is 1 on the one active key and NULL on retired ones: a unique
-        # key on it lets the database refuse a second active key (NULLs never clash).
+        # ``active_alg`` is the key's ``alg`` on the active key of that algorithm's family
+        # and NULL on retired ones: a unique key on it lets the database refuse a second
+        # active key of one family (NULLs never clash). Schema step 8; before it, one
+        # ``active_slot`` for every algorithm.
         _table_options_ = options
         _table_ = "locky_signing_keys"
         id = PrimaryKey(int, auto=True, size=64)
@@ -197,7 +208,7 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         private_key = Required(str, 8192, autostrip=False)
         created_at = Required(datetime, precision=6)
         retired_at = Optional(datetime, precision=6)
-        active_slot = Optional(int, unique=True)
+        active_alg = Optional(str, 16, unique=True, nullable=True, autostrip=False)
 
     class AuditRow(db.Entity):
         # One security event (docs/http/audit.md): appended with its change, never updated.

@@ -2,10 +2,11 @@
 and the token-signing keys.
 
 Each write is one :func:`~.guard.transaction`; a code found by its hash, a user's TOTP
-state and the active signing key are read through the read layer (:mod:`.reads`). What
-must happen once (a code used, a letter claimed, a TOTP step accepted, a recovery code
-spent) locks its row first (``SELECT ... FOR UPDATE``; on SQLite the database's write
-lock), so concurrent callers on any engine, process or host see each other's result.
+state and the active signing key of an algorithm are read through the read layer
+(:mod:`.reads`). What must happen once (a code used, a letter claimed, a TOTP step
+accepted, a recovery code spent) locks its row first (``SELECT ... FOR UPDATE``; on
+SQLite the database's write lock), so concurrent callers on any engine, process or host
+see each other's result.
 """
 
 from __future__ import annotations
@@ -194,8 +195,8 @@ class KeyStore:
         self.e = entities
         self.reads = RecordReads(reader, entities.Key, SigningKey)
 
-    def active(self) -> SigningKey | None:
-        return self.reads.find(active_slot=1)
+    def active(self, alg: str) -> SigningKey | None:
+        return self.reads.find(active_alg=alg) if isinstance(alg, str) else None
 
     @transaction
     def all(self) -> list[SigningKey]:
@@ -203,19 +204,21 @@ class KeyStore:
 
     @transaction(retry_conflicts=True)  # two first keys at once: the retry finds the winner's
     def rotate(self, new: SigningKey, *, replacing: str | None) -> SigningKey:
-        current = self.e.Key.get_for_update(active_slot=1)
+        # Only the family of ``new.alg`` is rotated: the other families' keys stay active.
+        family = new.alg
+        current = self.e.Key.get_for_update(active_alg=family)
         if current is None and replacing is not None:
             # PostgreSQL: a rotation that went first while this one waited for the lock
             # left the old row no longer active and its new row outside this statement's
             # snapshot; a new statement sees it.
-            current = self.e.Key.select(lambda k: k.active_slot == 1).first()
+            current = self.e.Key.select(lambda k: k.active_alg == family).first()
         if current is not None and current.kid != replacing:
             return key_record(current)  # another process rotated first: its key is the one
         if current is not None:
-            current.set(active_slot=None, retired_at=new.created_at)
-            current.flush()  # the slot is free before the new key takes it
+            current.set(active_alg=None, retired_at=new.created_at)
+            current.flush()  # the family's place is free before the new key takes it
         row = insert(self.e.Key, kid=new.kid, alg=new.alg, public_jwk=new.public_jwk, private_key=new.private_key,
-                     created_at=new.created_at, active_slot=1)
+                     created_at=new.created_at, active_alg=family)
         return key_record(row)
 
     @transaction

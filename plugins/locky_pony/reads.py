@@ -75,6 +75,8 @@ SHAPES: dict[str, Callable[[Any], Any]] = {
     "events": lambda value: tuple(_json(value)),
     "details": lambda value: dict(_json(value) or {}),
     "recovery_hashes": lambda value: tuple((value or "").split()),
+    # How a user authenticated (a session's, an authorization code's): space-separated.
+    "amr": lambda value: tuple((value or "").split()),
 }
 
 

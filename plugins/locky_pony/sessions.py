@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Iterable
 
 from locky import Authenticated, Session, User, utcnow
 
 from .compat import dialect_of
 from .guard import transaction
+from .inserts import insert
 from .reader import Reader
 from .reads import AuthenticationRead, record_builder
 from .stores import move_policy_revision
@@ -29,10 +31,10 @@ class SessionStore:
         self._authentication = AuthenticationRead(reader, entities)
 
     @transaction
-    def create(self, *, uuid: str, user_uuid: str, refresh_jti: str) -> Session:
-        row = self.e.Session(
-            uuid=uuid, user_uuid=user_uuid, created_at=utcnow(), refresh_jti=refresh_jti
-        )
+    def create(self, *, uuid: str, user_uuid: str, refresh_jti: str, client_id: str | None = None,
+               scope: str | None = None, op_session_uuid: str | None = None, amr: Iterable[str] = ()) -> Session:
+        row = insert(self.e.Session, uuid=uuid, user_uuid=user_uuid, created_at=utcnow(), refresh_jti=refresh_jti,
+                     client_id=client_id, scope=scope, op_session_uuid=op_session_uuid, amr=" ".join(amr))
         return session_record(row)
 
     def authenticate(self, uuid: str) -> Authenticated | None:
@@ -81,6 +83,35 @@ class SessionStore:
                 row.revoked_at = now
                 revoked += 1
         return revoked
+
+    @transaction
+    def end_op_session(self, uuid: str) -> int:
+        # Locked, as ``rotate`` locks: a client's refresh racing the sign-out either went
+        # first (and its new token dies here) or waits and finds its session revoked.
+        if not isinstance(uuid, str):
+            return 0
+        rows = self.e.Session.select(
+            lambda s: (s.uuid == uuid or s.op_session_uuid == uuid) and s.revoked_at is None).for_update()
+        return _revoke(rows)
+
+    @transaction
+    def revoke_client(self, client_id: str, *, user_uuid: str | None = None) -> int:
+        if not isinstance(client_id, str) or not isinstance(user_uuid, (str, type(None))):
+            return 0
+        rows = self.e.Session.select(lambda s: s.client_id == client_id and s.revoked_at is None)
+        if user_uuid is not None:
+            rows = rows.filter(lambda s: s.user_uuid == user_uuid)
+        return _revoke(rows.for_update())
+
+
+def _revoke(rows) -> int:
+    """Revoke the sessions ``rows`` selects (locked); how many."""
+    now = utcnow()
+    revoked = 0
+    for row in rows:
+        row.revoked_at = now
+        revoked += 1
+    return revoked
 
 
 class LoginThrottle:

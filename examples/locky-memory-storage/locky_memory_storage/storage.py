@@ -398,10 +398,12 @@ class SessionStore:
         self.lock = db.lock
         self.rows: dict[str, Session] = {}
 
-    def create(self, *, uuid: str, user_uuid: str, refresh_jti: str) -> Session:
+    def create(self, *, uuid: str, user_uuid: str, refresh_jti: str, client_id: str | None = None,
+               scope: str | None = None, op_session_uuid: str | None = None, amr: Iterable[str] = ()) -> Session:
         with self.lock:
             session = Session(uuid=uuid, user_uuid=user_uuid, created_at=now(), revoked_at=None,
-                              refresh_jti=refresh_jti)
+                              refresh_jti=refresh_jti, client_id=client_id, scope=scope,
+                              op_session_uuid=op_session_uuid, amr=tuple(amr))
             self.rows[uuid] = session
             return session
 
@@ -453,9 +455,26 @@ class SessionStore:
             return self._revoke_all(user_uuid, now(), keep=keep)
 
     def _revoke_all(self, user_uuid: str, stamp: datetime, keep: str | None = None) -> int:
+        return self._revoke_where(lambda s: s.user_uuid == user_uuid and s.uuid != keep, stamp)
+
+    def end_op_session(self, uuid: str) -> int:
+        if not isinstance(uuid, str):
+            return 0
+        with self.lock:
+            return self._revoke_where(lambda s: uuid in (s.uuid, s.op_session_uuid), now())
+
+    def revoke_client(self, client_id: str, *, user_uuid: str | None = None) -> int:
+        if not isinstance(client_id, str):
+            return 0
+        with self.lock:
+            return self._revoke_where(
+                lambda s: s.client_id == client_id and user_uuid in (None, s.user_uuid), now())
+
+    def _revoke_where(self, wanted: Callable[[Session], bool], stamp: datetime) -> int:
+        """Revoke every live session ``wanted`` accepts (the lock held); how many."""
         revoked = 0
         for uuid, session in list(self.rows.items()):
-            if session.user_uuid == user_uuid and session.revoked_at is None and uuid != keep:
+            if session.revoked_at is None and wanted(session):
                 self.rows[uuid] = dataclasses.replace(session, revoked_at=stamp)
                 revoked += 1
         return revoked
@@ -784,8 +803,9 @@ class TotpStore:
 
 
 class KeyStore:
-    """Token-signing keys in the order they were stored (so oldest first). At most one
-    has no ``retired_at``: the active one, which every rotation replaces under the lock."""
+    """Token-signing keys in the order they were stored (so oldest first). Of each
+    algorithm's family (``alg``) at most one has no ``retired_at``: its active one, which
+    every rotation of the family replaces under the lock."""
 
     def __init__(self, db: "MemoryStorage"):
         self.lock = db.lock
@@ -797,12 +817,12 @@ class KeyStore:
     def _restore(self, state) -> None:
         self.rows = state
 
-    def _active(self) -> SigningKey | None:
-        return next((key for key in self.rows if key.retired_at is None), None)
+    def _active(self, alg: str) -> SigningKey | None:
+        return next((key for key in self.rows if key.retired_at is None and key.alg == alg), None)
 
-    def active(self) -> SigningKey | None:
+    def active(self, alg: str) -> SigningKey | None:
         with self.lock:
-            return self._active()
+            return self._active(alg)
 
     def all(self) -> list[SigningKey]:
         with self.lock:
@@ -812,7 +832,7 @@ class KeyStore:
         # Compare and swap under the one lock: of concurrent rotations replacing the same
         # kid one wins, and every other one returns the winner's key.
         with self.lock:
-            current = self._active()
+            current = self._active(new.alg)  # only its family rotates
             if current is not None and current.kid != replacing:
                 # Someone rotated first (or the caller's view is stale): keep theirs.
                 return current
