@@ -66,13 +66,17 @@ class Operation:
 
 @dataclass(frozen=True)
 class Route:
-    """A URI template, its Falcon resource and ``suffix``, and its operations."""
+    """A URI template, its Falcon resource and ``suffix``, and its operations.
+
+    ``parameters`` describes a path parameter that is not a record's id (the Swagger
+    parameter object, by name): ``{id}`` of a client may be its client_id."""
 
     path: str
     resource: Any
     operations: tuple[Operation, ...]
     suffix: str | None = None
     in_spec: bool = True
+    parameters: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def spec_path(self) -> str:

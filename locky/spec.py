@@ -197,6 +197,9 @@ def _ref(schema) -> Any:
 def _operation(route: Route, op) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = []
     for name in re.findall(r"\{(\w+)\}", route.spec_path):  # {id}, and others as {delivery_id}
+        if name in route.parameters:  # not a record's id: the route says what it is
+            parameters.append(dict(route.parameters[name]))
+            continue
         parameters.append(dict(ID_PARAMETER) if name == "id" else
                           {**ID_PARAMETER, "name": name, "description": f"The {name.removesuffix('_id')}'s id."})
     if op.query is not None:

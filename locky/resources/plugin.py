@@ -16,7 +16,7 @@ from locky.schemas import (
     list_schema,
 )
 
-from . import audit, authz, groups, service, tokens, users
+from . import audit, authz, consents, groups, oauth_clients, service, tokens, users
 from .records import Kind, read_routes
 
 KINDS = (
@@ -30,7 +30,8 @@ KINDS = (
 @hookimpl
 def locky_routes(context):
     routes = (service.routes(context) + authz.routes(context) + tokens.routes(context) + users.routes(context)
-              + groups.routes(context) + audit.routes(context))
+              + groups.routes(context) + audit.routes(context) + oauth_clients.routes(context)
+              + consents.routes(context))
     for kind in KINDS:
         routes += read_routes(context, kind)
     return routes
