@@ -28,6 +28,8 @@ hookimpl = pluggy.HookimplMarker("locky")
 #: The plugins that make up the reference service; each is an importable module.
 DEFAULT_PLUGINS = (
     "locky.resources.plugin",
+    # The OpenID provider's routes (docs/http/oauth.md); LOCKY_BLOCK_PLUGINS turns it off.
+    "locky.oauth.routes",
     "locky_pony",
     "locky_jwt",
     "locky_bcrypt",

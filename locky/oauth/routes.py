@@ -1,0 +1,30 @@
+"""The provider's routes (docs/http/oauth.md), mounted through ``locky_routes`` like any
+plugin's: outside ``/v1``, answered without Locky's bearer authentication (each endpoint
+authenticates its caller the OAuth way) and left out of the Swagger document."""
+
+from __future__ import annotations
+
+from locky.plugins import hookimpl
+from locky.routes import Operation, Route
+
+from .discovery import Discovery
+from .server import DISCOVERY_PATH, TOKEN_PATH, USERINFO_PATH
+from .token import TokenEndpoint
+from .userinfo import UserInfoEndpoint
+
+TAG = "oauth"
+
+
+def public(method: str, summary: str) -> Operation:
+    return Operation(method, summary, TAG, public=True)
+
+
+@hookimpl
+def locky_routes(context):
+    return [
+        Route(DISCOVERY_PATH, Discovery(context), (public("get", "OpenID provider metadata"),), in_spec=False),
+        Route(TOKEN_PATH, TokenEndpoint(context), (public("post", "Token endpoint (RFC 6749)"),), in_spec=False),
+        Route(USERINFO_PATH, UserInfoEndpoint(context),
+              (public("get", "Userinfo (OpenID Connect)"), public("post", "Userinfo (OpenID Connect)")),
+              in_spec=False),
+    ]
