@@ -3,12 +3,13 @@ Falcon test client, and real ``locky serve`` processes where several processes, 
 command line or an outside verifier are the point.
 
 - The JWKS (RFC 7517) and the authorization-server metadata (RFC 8414): shapes, cache
-  headers, no private member ever; ``{"keys": []}`` with an HMAC algorithm; the issuer
+  headers, no private member ever; RS256's key (ID tokens) beside the configured
+  algorithm's, and only it with an HMAC algorithm; the issuer
   equal to the tokens' ``iss``, absolute URLs, from ``LOCKY_PUBLIC_URL`` when set.
 - A token verified with nothing but the JWKS, the way an outside application would
   (PyJWT's ``PyJWKClient`` against a real server).
-- Rotation: ``POST /v1/private/keys/rotate`` (admins only; 409 with HMAC) and
-  ``locky keys rotate``; tokens signed before stay valid, later ones name the new key;
+- Rotation: ``POST /v1/private/keys/rotate`` (admins only; every family, answering the
+  configured algorithm's new key, RS256's with HMAC) and ``locky keys rotate``; tokens signed before stay valid, later ones name the new key;
   ``GET /v1/internal/keys``; a retired key leaves the JWKS once its tokens have expired
   (time is moved forward by editing ``retired_at`` in ``locky_signing_keys``);
   ``LOCKY_KEY_ROTATION_DAYS``; a change of algorithm.
@@ -262,8 +263,14 @@ def keys_listing(client, headers) -> list[dict[str, Any]]:
     return result.json["keys"]
 
 
-def published_kids(client) -> list[str]:
-    return [key["kid"] for key in client.simulate_get(JWKS).json["keys"]]
+def published_kids(client, alg: str | None = None) -> list[str]:
+    """The kids the JWKS publishes (of the ``alg`` family only, when given)."""
+    return [key["kid"] for key in client.simulate_get(JWKS).json["keys"] if alg is None or key["alg"] == alg]
+
+
+def of_family(keys: list[dict[str, Any]], alg: str) -> list[dict[str, Any]]:
+    """The keys (JWKs or listed keys) of the ``alg`` family."""
+    return [key for key in keys if key["alg"] == alg]
 
 
 @pytest.fixture
@@ -289,8 +296,12 @@ def test_the_jwks_publishes_the_active_public_key(app_client, algorithm):
     assert result.headers["content-type"].split(";")[0] in ("application/json", "application/jwk-set+json")
     assert_cacheable(result.headers)
     assert set(result.json) == {"keys"}
-    [jwk] = result.json["keys"]
-    assert_public_jwk(jwk, algorithm)
+    # The configured algorithm's key first, and RS256's (ID tokens) beside it.
+    jwk, *others = result.json["keys"]
+    assert [other["alg"] for other in others] == ([] if algorithm == "RS256" else ["RS256"])
+    for each in (jwk, *others):
+        assert_public_jwk(each, each["alg"])
+    assert jwk["alg"] == algorithm
     assert kid_of(account.access_token) == kid_of(account.refresh_token) == jwk["kid"]
     # The published key verifies the login's tokens.
     claims = jwt.decode(account.access_token, jwt.PyJWK(jwk), algorithms=[algorithm], audience="locky", issuer=ISSUER)
@@ -298,15 +309,18 @@ def test_the_jwks_publishes_the_active_public_key(app_client, algorithm):
 
 
 @pytest.mark.parametrize("algorithm", HMAC)
-def test_with_an_hmac_algorithm_the_jwks_is_empty(app_client, algorithm):
+def test_with_an_hmac_algorithm_the_jwks_holds_the_id_token_key_only(app_client, algorithm):
+    """Access tokens are signed with the secret (nothing to publish); ID tokens need a
+    key every relying party can check: RS256's."""
     app, client = app_client(jwt_algorithm=algorithm)
     account = client.account("ada@example.com")
     result = client.simulate_get(JWKS)
     assert result.status_code == 200
-    assert result.json == {"keys": []}
+    [jwk] = result.json["keys"]
+    assert_public_jwk(jwk, "RS256")
     assert_cacheable(result.headers)
     assert "kid" not in header_of(account.access_token)
-    assert keys_listing(client, account.headers) == []
+    assert [(key["kid"], key["alg"]) for key in keys_listing(client, account.headers)] == [(jwk["kid"], "RS256")]
 
 
 # ---------------------------------------------------------------------------------------
@@ -491,25 +505,31 @@ def test_rotation_is_for_admins(locky_client, locky_user):
     assert_401(locky_client.simulate_post(ROTATE))
     result = locky_client.simulate_post(ROTATE, headers=locky_user.headers)
     assert result.status_code == 403, result.text
-    assert len(keys_listing(locky_client, locky_user.headers)) == 1  # nothing rotated
+    # Nothing rotated: one key per family (the configured ES256 and RS256 for ID tokens).
+    assert sorted(key["alg"] for key in keys_listing(locky_client, locky_user.headers)) == ["ES256", "RS256"]
 
 
 @pytest.mark.parametrize("algorithm", HMAC)
-def test_rotation_with_an_hmac_algorithm_is_409(app_client, algorithm):
+def test_rotation_with_an_hmac_algorithm_rotates_the_id_token_key(app_client, algorithm):
     app, client = app_client(jwt_algorithm=algorithm)
     admin = client.account(ADMIN_EMAIL, verified=True)
+    [old] = published_kids(client)
     result = client.simulate_post(ROTATE, headers=admin.headers)
-    assert result.status_code == 409, result.text
-    assert isinstance(result.json.get("title"), str)
+    assert result.status_code == 200, result.text
+    assert_public_jwk(result.json, "RS256")
+    assert result.json["kid"] != old
+    assert sorted(published_kids(client)) == sorted([old, result.json["kid"]])
     assert client.simulate_get(ME, headers=admin.headers).status_code == 200  # the secret still signs
 
 
 def test_the_key_list_needs_a_token_and_shows_public_information_only(locky_client, locky_user):
     assert_401(locky_client.simulate_get(KEYS))
-    [key] = keys_listing(locky_client, locky_user.headers)
-    assert set(key) == {"kid", "alg", "created_at", "retired_at"}
+    key, id_token_key = keys_listing(locky_client, locky_user.headers)  # oldest first
+    for each in (key, id_token_key):
+        assert set(each) == {"kid", "alg", "created_at", "retired_at"}
+        assert RFC3339_UTC.match(each["created_at"]) and each["retired_at"] is None
     assert key["kid"] == kid_of(locky_user.access_token) and key["alg"] == "ES256"
-    assert RFC3339_UTC.match(key["created_at"]) and key["retired_at"] is None
+    assert id_token_key["alg"] == "RS256"
 
 
 @pytest.mark.parametrize("algorithm", ASYMMETRIC)
@@ -535,18 +555,22 @@ def test_rotation_over_http(app_client, algorithm):
     assert kid_of(later["access_token"]) == jwk["kid"]
     assert client.simulate_get(ME, headers=bearer(later["access_token"])).status_code == 200
 
-    # Both keys are listed and published; the old one is retired.
-    listed = {key["kid"]: key for key in keys_listing(client, user.headers)}
+    # Both keys are listed and published; the old one is retired. The ID-token
+    # family (RS256) was rotated too.
+    listed = {key["kid"]: key for key in of_family(keys_listing(client, user.headers), algorithm)}
     assert set(listed) == {old_kid, jwk["kid"]}
     assert listed[jwk["kid"]]["retired_at"] is None
     assert RFC3339_UTC.match(listed[old_kid]["retired_at"])
     assert listed[old_kid]["retired_at"] >= listed[old_kid]["created_at"]
     assert listed[jwk["kid"]]["created_at"] >= listed[old_kid]["created_at"]
-    published = client.simulate_get(JWKS).json["keys"]
+    published = of_family(client.simulate_get(JWKS).json["keys"], algorithm)
     assert {key["kid"] for key in published} == {old_kid, jwk["kid"]}
     assert next(key for key in published if key["kid"] == jwk["kid"]) == jwk
     for key in published:
         assert_public_jwk(key, algorithm)
+    if algorithm != "RS256":
+        id_token_keys = of_family(keys_listing(client, user.headers), "RS256")
+        assert [key["retired_at"] is None for key in id_token_keys] == [False, True]
 
 
 def test_a_retired_key_leaves_the_jwks_once_its_tokens_have_expired(app_client, locky_database_url):
@@ -560,19 +584,18 @@ def test_a_retired_key_leaves_the_jwks_once_its_tokens_have_expired(app_client, 
     sign_old = signer(app)
 
     new_kid = client.simulate_post(ROTATE, headers=admin.headers).json["kid"]
-    assert sorted(published_kids(client)) == sorted([old_kid, new_kid])
+    assert sorted(published_kids(client, "ES256")) == sorted([old_kid, new_kid])
 
     # Retired 50 s ago: its refresh tokens may still be valid, so it stays.
     retire_at(locky_database_url, old_kid, utcnow() - timedelta(seconds=50))
     time.sleep(1.1)  # the keys are re-read at most once a second (keys.RELOAD_INTERVAL)
-    assert sorted(published_kids(client)) == sorted([old_kid, new_kid])
+    assert sorted(published_kids(client, "ES256")) == sorted([old_kid, new_kid])
     assert client.simulate_get(ME, headers=bearer(first["access_token"])).status_code == 200
 
     # Retired 70 s ago: no token it signed can be valid any more.
     retire_at(locky_database_url, old_kid, utcnow() - timedelta(seconds=70))
     time.sleep(1.1)
-    result = client.simulate_get(JWKS)
-    assert [key["kid"] for key in result.json["keys"]] == [new_kid]
+    assert published_kids(client, "ES256") == [new_kid]
     # A token with its kid is refused: tokens the old key signed, never shown before,
     # and one freshly signed with it (its private half stolen, say).
     assert_401(client.simulate_post(REFRESH, json={"refresh_token": second["refresh_token"]}))
@@ -610,17 +633,23 @@ def test_locky_keys_rotate_on_the_command_line(tmp_path, locky_database_url):
         assert result.returncode == 0, result.stderr
         listing = locky_cli("keys", "list", env=env, cwd=tmp_path)
         assert listing.returncode == 0, listing.stderr
-        lines = [line for line in listing.stdout.splitlines() if line.strip()]
+        # Every family rotated: ES256 (the configured algorithm) and RS256 (ID tokens).
+        lines = [line for line in listing.stdout.splitlines() if " ES256 " in line]
         assert len(lines) == 2 and old_kid in lines[0] and "retired" in lines[0] and "active" in lines[1]
         new_kid = lines[1].split()[0]
         assert new_kid != old_kid and new_kid in result.stdout
+        id_token_lines = [line for line in listing.stdout.splitlines() if " RS256 " in line]
+        assert [line.split()[0] in result.stdout for line in id_token_lines][-1]
+        assert "retired" in id_token_lines[-2] and "active" in id_token_lines[-1]
 
         # The server lists and publishes both at once (the JWKS within its reload second).
-        listed = {key["kid"]: key for key in call(server, "GET", KEYS, token=before["access_token"]).json["keys"]}
+        listed = {key["kid"]: key for key in call(server, "GET", KEYS, token=before["access_token"]).json["keys"]
+                  if key["alg"] == "ES256"}
         assert set(listed) == {old_kid, new_kid}
         assert listed[new_kid]["retired_at"] is None and RFC3339_UTC.match(listed[old_kid]["retired_at"])
         deadline = time.monotonic() + 5
-        while {key["kid"] for key in call(server, "GET", JWKS).json["keys"]} != {old_kid, new_kid}:
+        while {key["kid"] for key in call(server, "GET", JWKS).json["keys"] if key["alg"] == "ES256"} \
+                != {old_kid, new_kid}:
             assert time.monotonic() < deadline
             time.sleep(0.2)
         # Tokens signed before still work.
@@ -663,7 +692,7 @@ def test_keys_older_than_the_rotation_days_are_rotated(app_client, locky_databas
     daily_app, daily = app_client(jwt_algorithm=algorithm, key_rotation_days=1)
     later = daily.login("ada@example.com")
     assert kid_of(later["access_token"]) != old_kid
-    listed = {key["kid"]: key for key in keys_listing(daily, user.headers)}
+    listed = {key["kid"]: key for key in of_family(keys_listing(daily, user.headers), algorithm)}
     assert set(listed) == {old_kid, kid_of(later["access_token"])}
     assert listed[old_kid]["retired_at"] is not None
     # The old key's tokens still verify.
@@ -676,14 +705,16 @@ def test_a_change_of_algorithm_makes_a_key_of_the_new_one(app_client):
     ed_app, ed = app_client(jwt_algorithm="EdDSA")
     token = ed.login("ada@example.com")["access_token"]
     assert header_of(token)["alg"] == "EdDSA"
-    [jwk] = ed.simulate_get(JWKS).json["keys"]  # only keys of the configured algorithm
+    # The configured algorithm's key first; the ES256 key stays, as the family of
+    # ES256 ID tokens, beside RS256's.
+    jwk, *others = ed.simulate_get(JWKS).json["keys"]
     assert_public_jwk(jwk, "EdDSA")
     assert jwk["kid"] == kid_of(token)
+    assert [other["alg"] for other in others] == ["RS256", "ES256"]
     assert_401(ed.simulate_get(ME, headers=user.headers))  # ES256 is not the algorithm any more
     assert ed.simulate_get(ME, headers=bearer(token)).status_code == 200
     listed = {key["kid"]: key for key in keys_listing(ed, bearer(token))}
     assert listed[kid_of(user.access_token)]["alg"] == "ES256"
-    assert listed[kid_of(user.access_token)]["retired_at"] is not None
     assert listed[jwk["kid"]] == {**listed[jwk["kid"]], "alg": "EdDSA", "retired_at": None}
 
 
@@ -704,11 +735,11 @@ def test_apps_starting_at_once_on_an_empty_database_agree_on_one_key(app_client,
     clients = [client for _, client in pairs]
     admin = clients[0].account(ADMIN_EMAIL, verified=True)
     tokens = [client.login(ADMIN_EMAIL)["access_token"] for client in clients]
-    [key] = keys_listing(clients[1], admin.headers)
+    [key] = of_family(keys_listing(clients[1], admin.headers), "ES256")
     assert key["retired_at"] is None
     assert {kid_of(token) for token in tokens} == {key["kid"]}
     for client in clients:
-        assert published_kids(client) == [key["kid"]]
+        assert published_kids(client, "ES256") == [key["kid"]]
         for token in tokens:
             assert client.simulate_get(ME, headers=bearer(token)).status_code == 200
 
@@ -743,8 +774,9 @@ def test_apps_rotating_at_once_end_with_one_active_key(app_client, monkeypatch):
         results = list(pool.map(rotate, clients))
     assert [result.status_code for result in results] == [200] * 4, [result.text for result in results]
     listed = keys_listing(clients[0], admin.headers)
-    active = [key["kid"] for key in listed if key["retired_at"] is None]
+    active = [key["kid"] for key in of_family(listed, "ES256") if key["retired_at"] is None]
     assert len(active) == 1 and active[0] != old_kid
+    assert len([key for key in of_family(listed, "RS256") if key["retired_at"] is None]) == 1
     monkeypatch.setattr(keys_module, "ACTIVE_RECHECK", 0.0)
     for client in clients:
         assert kid_of(client.login(ADMIN_EMAIL)["access_token"]) == active[0]
@@ -782,9 +814,9 @@ def test_two_servers_on_one_database_agree_on_one_key(tmp_path, locky_database_u
         tokens = [server_login(server, email)["access_token"] for server in (a, b) for email in
                   (ADMIN_EMAIL, "ada@example.com") for _ in range(3)]
         for server in (a, b):
-            [key] = call(server, "GET", KEYS, token=admin["access_token"]).json["keys"]
+            [key] = of_family(call(server, "GET", KEYS, token=admin["access_token"]).json["keys"], "ES256")
             assert key["retired_at"] is None
-            assert [k["kid"] for k in call(server, "GET", JWKS).json["keys"]] == [key["kid"]]
+            assert [k["kid"] for k in of_family(call(server, "GET", JWKS).json["keys"], "ES256")] == [key["kid"]]
         assert {kid_of(token) for token in tokens} == {key["kid"]}
         for server in (a, b):
             for token in tokens:
@@ -808,7 +840,8 @@ def test_two_servers_on_one_database_agree_on_one_key(tmp_path, locky_database_u
         for server in (a, b):
             for token in (*tokens, latest):
                 assert call(server, "GET", ME, token=token).status == 200
-            [active] = [k for k in call(server, "GET", KEYS, token=latest).json["keys"] if k["retired_at"] is None]
+            [active] = [k for k in of_family(call(server, "GET", KEYS, token=latest).json["keys"], "ES256")
+                        if k["retired_at"] is None]
             assert active["kid"] == new_kid
 
 
@@ -991,14 +1024,15 @@ def test_private_keys_are_sealed_at_rest(app_client, locky_database_url, algorit
     admin = client.account(ADMIN_EMAIL, verified=True)
     assert client.simulate_post(ROTATE, headers=admin.headers).status_code == 200
     rows = run_sql(locky_database_url, "SELECT kid, alg, public_jwk, private_key FROM locky_signing_keys")
-    assert len(rows) == 2
+    # Two of the configured algorithm's (the first and the rotated), and RS256's (ID tokens).
+    families = [algorithm] if algorithm == "RS256" else [algorithm, "RS256"]
+    assert sorted(alg for _, alg, _, _ in rows) == sorted(families * 2)
     for kid, alg, public, sealed in rows:
-        assert alg == algorithm
         assert sealed.startswith("v1.")
         assert "PRIVATE KEY" not in sealed and "-----" not in sealed
         raw = base64.urlsafe_b64decode(sealed[3:] + "=" * (-len(sealed[3:]) % 4))
         assert b"PRIVATE KEY" not in raw
-        assert_public_jwk(json.loads(public), algorithm)
+        assert_public_jwk(json.loads(public), alg)
         # Only LOCKY_JWT_SECRET opens it, and only on its own row.
         assert "PRIVATE KEY" in Sealer(TEST_SECRET, "signing-keys").open(sealed, kid)
         with pytest.raises(SealError):
@@ -1090,4 +1124,5 @@ def test_with_hs256_tokens_signed_with_the_secret_keep_working(app_client):
     claims = claims_of(ada.access_token)
     crafted = jwt.encode({**claims, "jti": uuid.uuid4().hex}, TEST_SECRET, algorithm="HS256")
     assert again.simulate_get(ME, headers=bearer(crafted)).status_code == 200
-    assert again.simulate_get(JWKS).json == {"keys": []}
+    # The JWKS publishes RS256's key (ID tokens) and the ES256 family's, never a secret.
+    assert sorted(key["alg"] for key in again.simulate_get(JWKS).json["keys"]) == ["ES256", "RS256"]

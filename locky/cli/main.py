@@ -21,6 +21,9 @@ from locky.settings import Settings, SettingsError
 #: exist they stop instead of creating one (``serve`` and ``migrate`` create it).
 NEEDS_DATABASE = frozenset({"grant-admin", "revoke-admin", "unlock", "keys", "audit"})
 CONFIG_HELP = "a TOML settings file ([locky] and [plugins.NAME] tables; also LOCKY_CONFIG)"
+#: In the details of every event an operator command records (its ``actor_uuid`` is
+#: null: no request, no caller).
+CLI_DETAILS = {"actor": "cli"}
 
 
 def _config_option() -> argparse.ArgumentParser:
@@ -279,19 +282,19 @@ def _keys(settings, args) -> int:
     """``locky keys rotate`` (every host signs with the new key within half a minute)
     and ``locky keys list``."""
     def work(app):
-        keys = getattr(app.context.tokens, "keys", None)
-        if keys is None:
-            print(f"locky: LOCKY_JWT_ALGORITHM is {settings.jwt_algorithm}: tokens are signed with"
-                  " LOCKY_JWT_SECRET, there are no keys", file=sys.stderr)
+        from locky.resources.tokens import rotate_keys, signing_keys
+
+        keyring = signing_keys(app.context)
+        if keyring is None:
+            print(f"locky: the {settings.tokens} token backend keeps no signing keys", file=sys.stderr)
             return 1
         if args.keys_command == "rotate":
-            from locky.resources.tokens import rotate_key
-
-            record = rotate_key(app.context, keys)  # recorded and announced as key.rotated
-            print(f"locky: {record.kid} ({record.alg}) is the new signing key; tokens signed before stay"
-                  " valid until they expire")
+            # Every family at once, each recorded and announced as key.rotated.
+            for record in rotate_keys(app.context, keyring, details=CLI_DETAILS):
+                print(f"locky: {record.kid} ({record.alg}) is the new {record.alg} signing key; tokens signed"
+                      " before stay valid until they expire")
             return 0
-        for record in keys.listing():
+        for record in keyring.listing():
             state = "active" if record.retired_at is None else f"retired {record.retired_at.isoformat()}Z"
             print(f"{record.kid}  {record.alg:<6} made {record.created_at.isoformat()}Z  {state}")
         return 0

@@ -26,8 +26,9 @@ KEY_LIST = KeyListSchema()
 
 
 def signing_keys(context):
-    """The token backend's signing keys, or ``None`` (an HMAC algorithm, another backend)."""
-    return getattr(context.tokens, "keys", None)
+    """The token backend's key families (every algorithm's: the configured one's and
+    RS256's for ID tokens), or ``None`` (a backend without keys of its own)."""
+    return getattr(context.tokens, "keyring", None)
 
 
 class Jwks:
@@ -94,17 +95,20 @@ class KeyList:
         resp.media = KEY_LIST.dump({"keys": keys.listing() if keys is not None else []})
 
 
-def rotate_key(context, keys, attempts: int = 3):
-    """Rotate the signing key, with its ``key.rotated`` event, in one transaction. Hosts
-    rotating at once may collide on the one active slot: the loser runs again (the store
-    would retry on its own, but not inside a caller's block) and rotates after the winner."""
+def rotate_keys(context, keyring, attempts: int = 3, *, details: dict[str, Any] | None = None):
+    """Rotate every key family, with one ``key.rotated`` event per new key (``details``
+    added to each: an operator command's ``actor``), in one transaction; the new keys,
+    the configured algorithm's first (RS256's with an HMAC algorithm). Hosts rotating at
+    once may collide on a family's active key: the loser runs again (the store would
+    retry on its own, but not inside a caller's block) and rotates after the winner."""
     for attempt in range(attempts):
         try:
             with context.storage.atomic():
-                record = keys.rotate()
-                context.audit.record(audit.KEY_ROTATED, target_type="key", target_uuid=record.kid,
-                                     details={"kid": record.kid, "alg": record.alg})
-            return record
+                records = keyring.rotate()
+                for record in records:
+                    context.audit.record(audit.KEY_ROTATED, target_type="key", target_uuid=record.kid,
+                                         details={"kid": record.kid, "alg": record.alg, **(details or {})})
+            return records
         except Conflict as exc:
             if attempt == attempts - 1 or "request" not in exc.fields:
                 raise
@@ -117,12 +121,12 @@ class KeyRotation:
 
     def on_post(self, req, resp):
         self.context.require(req.context.identity, "keys", "rotate")
-        keys = signing_keys(self.context)
-        if keys is None:
-            raise StateConflict(f"{self.context.settings.jwt_algorithm} tokens are signed with LOCKY_JWT_SECRET:"
+        keyring = signing_keys(self.context)
+        if keyring is None:
+            raise StateConflict(f"the {self.context.settings.tokens} token backend keeps no signing keys:"
                                 " there is no key to rotate.")
-        record = rotate_key(self.context, keys)
-        resp.media = json.loads(record.public_jwk)
+        records = rotate_keys(self.context, keyring)
+        resp.media = json.loads(records[0].public_jwk)
 
 
 def _unverified_claims(token: str) -> dict[str, Any] | None:
@@ -227,13 +231,17 @@ def routes(context) -> list[Route]:
             Operation("get", "The signing keys: active and retired", tag, response="KeyList",
                       errors=(401, 403, 503),
                       description="Public information only: kid, alg, created_at, retired_at (null while"
-                                  " active). Empty with an HMAC algorithm."),
+                                  " active). Every family: the configured algorithm's keys and RS256's (ID"
+                                  " tokens), ES256's or EdDSA's once a client's ID tokens use them; with an"
+                                  " HMAC algorithm the ID-token keys only."),
         )),
         Route("/v1/private/keys/rotate", KeyRotation(context), (
             Operation("post", "Make a new active signing key", tag, response="Jwk", errors=(401, 403, 409, 503),
-                      description="Answers the new public JWK. Tokens signed before stay valid until they"
-                                  " expire; the retired key stays in the JWKS until then. 409 with an HMAC"
-                                  " algorithm (no keys)."),
+                      description="Rotates every key family (the configured algorithm's, RS256's, and any"
+                                  " other ID-token family) and answers the configured algorithm's new public"
+                                  " JWK (RS256's with an HMAC algorithm). Tokens signed before stay valid"
+                                  " until they expire; the retired keys stay in the JWKS until then. 409 with"
+                                  " a token backend that keeps no keys."),
         )),
         Route("/v1/internal/tokens/introspect", Introspection(context), (
             Operation("post", "Is this token valid now? (RFC 7662)", tag, body="TokenRequest",

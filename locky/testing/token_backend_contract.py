@@ -15,13 +15,19 @@ fixture of :mod:`locky.testing` that is one line::
                 plugin_objects=[locky_paseto], tokens="paseto", **settings).context.tokens
 
 Revocation is not the backend's (Locky checks the session in storage on every
-request), so the suite does not ask for it. Key rotation is not part of the
+request), so the suite does not ask for it. Tokens the OpenID provider issues to a
+client (``issue(..., client_id=, scope=)``) give their client and scope back, and ID
+tokens (``sign_id_token``) are the claims as given, signed with a ``kid`` in the header
+for each of :attr:`TokenBackendContract.id_token_algorithms`, and never pass as an
+access or refresh token. Key rotation is not part of the
 interface either: a backend that rotates keys overrides :meth:`rotate_keys` and the
 suite checks that tokens signed before a rotation stay valid.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 import uuid
 from typing import Any, Callable
@@ -52,8 +58,17 @@ def tampered(token: str) -> list[str]:
     return [*copies, token[:-1], token + "A"]
 
 
+def jws_part(token: str, index: int) -> dict[str, Any]:
+    """The header (0) or payload (1) of a compact JWS, unchecked."""
+    part = token.split(".")[index]
+    return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+
+
 class TokenBackendContract:
     """The tests every token backend must pass. Override :meth:`make_tokens`."""
+
+    #: The ``alg`` values ``sign_id_token`` must sign with (docs/http/oauth.md).
+    id_token_algorithms = ("RS256", "ES256", "EdDSA")
 
     @pytest.fixture
     def make_tokens(self) -> Callable[..., TokenBackend]:
@@ -181,6 +196,67 @@ class TokenBackendContract:
         issued = foreign.issue(user_uuid=user, session_uuid=session, kind="access")
         with pytest.raises(Unauthorized):
             tokens.verify(issued.token, kind="access")
+
+    # -- tokens of the OpenID provider's clients ------------------------------------------
+
+    @pytest.mark.parametrize("kind", KINDS)
+    def test_a_client_token_gives_its_client_and_scope_back(self, tokens, make_tokens, kind):
+        user, session = session_ids()
+        issued = tokens.issue(user_uuid=user, session_uuid=session, kind=kind, client_id="app-1",
+                              scope="openid email offline_access")
+        for backend in (tokens, make_tokens()):
+            claims = backend.verify(issued.token, kind=kind)
+            assert (claims.subject, claims.session_uuid, claims.jti, claims.kind) == (user, session, issued.jti, kind)
+            assert (claims.client_id, claims.scope) == ("app-1", "openid email offline_access")
+
+    def test_a_login_token_names_no_client(self, tokens):
+        user, session = session_ids()
+        claims = tokens.verify(tokens.issue(user_uuid=user, session_uuid=session, kind="access").token, kind="access")
+        assert (claims.client_id, claims.scope) == (None, None)
+
+    def test_a_client_credentials_token_names_the_client_as_subject(self, tokens):
+        """A machine client's token: ``sub`` the client_id, ``sid`` ``client:<client
+        uuid>:<token generation>`` (no login session)."""
+        sid = f"client:{uuid.uuid4()}:3"
+        issued = tokens.issue(user_uuid="app-2", session_uuid=sid, kind="access", client_id="app-2", scope="reports")
+        claims = tokens.verify(issued.token, kind="access")
+        assert (claims.subject, claims.session_uuid, claims.client_id, claims.scope) == ("app-2", sid, "app-2", "reports")
+
+    def test_a_client_token_of_another_deployment_is_refused(self, tokens, make_tokens, tmp_path):
+        user, session = session_ids()
+        foreign = make_tokens(jwt_secret="another-deployment-secret-0123456789-abcdef",
+                              database_url=f"sqlite:///{tmp_path / 'elsewhere.sqlite'}",
+                              mail_dir=str(tmp_path / "elsewhere-mail"))
+        issued = foreign.issue(user_uuid=user, session_uuid=session, kind="access", client_id="app-1", scope="openid")
+        with pytest.raises(Unauthorized):
+            tokens.verify(issued.token, kind="access")
+
+    def id_token_claims(self) -> dict[str, Any]:
+        now = int(time.time())
+        user, session = session_ids()
+        return {"iss": "https://locky.example", "sub": user, "aud": "app-1", "azp": "app-1", "iat": now,
+                "exp": now + 300, "auth_time": now - 10, "nonce": "n-0S6_WzA2Mj", "amr": ["pwd"], "sid": session}
+
+    @pytest.mark.parametrize("alg", ("RS256", "ES256", "EdDSA"))
+    def test_an_id_token_is_the_claims_signed_with_a_kid(self, tokens, alg):
+        if alg not in self.id_token_algorithms:
+            pytest.skip(f"this backend signs no {alg} ID tokens")
+        claims = self.id_token_claims()
+        token = tokens.sign_id_token(claims, alg=alg)
+        assert isinstance(token, str) and token.isascii() and token.count(".") == 2
+        header = jws_part(token, 0)
+        assert header["alg"] == alg
+        assert isinstance(header.get("kid"), str) and header["kid"]
+        assert jws_part(token, 1) == claims
+
+    @pytest.mark.parametrize("alg", ("RS256", "ES256", "EdDSA"))
+    def test_an_id_token_never_passes_as_a_bearer_token(self, tokens, alg):
+        if alg not in self.id_token_algorithms:
+            pytest.skip(f"this backend signs no {alg} ID tokens")
+        token = tokens.sign_id_token(self.id_token_claims(), alg=alg)
+        for kind in KINDS:
+            with pytest.raises(Unauthorized):
+                tokens.verify(token, kind=kind)
 
     # -- key rotation (when the backend has it) ---------------------------------------------
 

@@ -4,6 +4,12 @@ With ``ES256`` (the default), ``EdDSA`` or ``RS256`` tokens are signed with the 
 key of :mod:`.keys` (kept in storage, published as a JWKS) and carry its ``kid``; with
 ``HS256``/``HS384``/``HS512`` with ``LOCKY_JWT_SECRET`` (one service only: whoever can
 check a token can make one). Only the configured algorithm is ever accepted.
+
+Tokens the OpenID provider issues to a client have that client's ``client_id`` as their
+``aud`` and carry ``client_id`` and ``scope`` claims. ID tokens (:meth:`JWTBackend.sign_id_token`)
+are signed with the key families of :class:`.keys.KeyRing` (RS256 whatever the configured
+algorithm, ES256 or EdDSA when a client asks) and never pass as access tokens: they have
+no ``typ``.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import jwt
 
 from locky import Claims, IssuedToken, Unauthorized, hookimpl
 
-from .keys import SigningKeys
+from .keys import KeyRing
 
 #: The algorithms whose keys Locky makes and keeps in storage (published as JWKS); the
 #: others (HS256/HS384/HS512) sign with LOCKY_JWT_SECRET.
@@ -34,7 +40,8 @@ VERIFIED_CACHE_SIZE = 4096  # tokens remembered as verified, per process
 
 class JWTBackend:
     """Access and refresh JWTs with claims ``sub``, ``sid``, ``iat``, ``nbf``, ``exp``,
-    ``jti``, ``iss``, ``aud`` and ``typ``. Only the configured algorithm is accepted."""
+    ``jti``, ``iss``, ``aud`` and ``typ`` (and ``client_id``, ``scope`` for a client).
+    Only the configured algorithm is accepted."""
 
     def __init__(self, settings, storage=None):
         self.secret = settings.jwt_secret
@@ -45,20 +52,27 @@ class JWTBackend:
         if not self.secret:
             raise RuntimeError("the jwt token backend needs a secret")
         self._verified: dict[tuple[str, str], Claims] = {}
-        #: The signing keys of an asymmetric algorithm; ``None`` with an HMAC one.
+        #: Every key family (the configured algorithm's, RS256's, ...); ``None`` only
+        #: without storage (an HMAC algorithm, tokens alone: no ID tokens, no JWKS).
+        self.keyring = None
+        #: The signing keys of the configured algorithm; ``None`` with an HMAC one.
         self.keys = None
         wanted = HMAC_KEY_BYTES.get(self.algorithm, 0)
         if len(self.secret.encode()) < wanted:
             log.warning("LOCKY_JWT_SECRET has %d bytes; RFC 7518 wants at least %d for %s: use a longer one",
                         len(self.secret.encode()), wanted, self.algorithm)
-        if self.algorithm in ASYMMETRIC_ALGORITHMS:
-            if storage is None:
-                raise RuntimeError(f"the jwt token backend needs storage for {self.algorithm} keys")
-            self.keys = SigningKeys(storage, algorithm=self.algorithm, secret=self.secret,
-                                    rotation_days=settings.key_rotation_days,
-                                    token_lifetime=max(self.ttl.values()) + LEEWAY)
+        asymmetric = self.algorithm in ASYMMETRIC_ALGORITHMS
+        if asymmetric and storage is None:
+            raise RuntimeError(f"the jwt token backend needs storage for {self.algorithm} keys")
+        if storage is not None:
+            self.keyring = KeyRing(storage, primary=self.algorithm if asymmetric else None, secret=self.secret,
+                                   rotation_days=settings.key_rotation_days,
+                                   token_lifetime=max(self.ttl.values()) + LEEWAY)
+            if asymmetric:
+                self.keys = self.keyring.family(self.algorithm)
 
-    def issue(self, *, user_uuid: str, session_uuid: str, kind: str) -> IssuedToken:
+    def issue(self, *, user_uuid: str, session_uuid: str, kind: str, client_id: str | None = None,
+              scope: str | None = None) -> IssuedToken:
         now = int(time.time())
         jti = uuid.uuid4().hex
         claims = {
@@ -69,15 +83,27 @@ class JWTBackend:
             "exp": now + self.ttl[kind],
             "jti": jti,
             "iss": self.issuer,
-            "aud": self.audience,
+            "aud": self.audience if client_id is None else client_id,
             "typ": kind,
         }
+        if client_id is not None:
+            claims["client_id"] = client_id
+            if scope is not None:
+                claims["scope"] = scope
         if self.keys is None:
             token = jwt.encode(claims, self.secret, algorithm=self.algorithm)
         else:
             kid, private = self.keys.signing_key()
             token = jwt.encode(claims, private, algorithm=self.algorithm, headers={"kid": kid})
         return IssuedToken(token=token, jti=jti, expires_in=self.ttl[kind])
+
+    def sign_id_token(self, claims: dict, *, alg: str) -> str:
+        """``claims`` signed as they are with the active key of the ``alg`` family (made
+        on first need), its ``kid`` in the header."""
+        if self.keyring is None:
+            raise RuntimeError("the jwt token backend signs ID tokens only with storage for its keys")
+        kid, private = self.keyring.family(alg).signing_key()
+        return jwt.encode(claims, private, algorithm=alg, headers={"kid": kid})
 
     def verify(self, token: str, *, kind: str) -> Claims:
         if not token or len(token) > MAX_TOKEN_LENGTH:
@@ -118,19 +144,24 @@ class JWTBackend:
     def _verify(self, token: str, kind: str) -> Claims:
         key = self._key(token)
         try:
+            # The audience is checked below: a client's token has its client_id as aud.
             claims = jwt.decode(
                 token,
                 key,
                 algorithms=[self.algorithm],
-                audience=self.audience,
                 issuer=self.issuer,
-                options={"require": REQUIRED_CLAIMS, "verify_signature": True},
+                options={"require": REQUIRED_CLAIMS, "verify_signature": True, "verify_aud": False},
                 leeway=LEEWAY,
             )
         except jwt.ExpiredSignatureError:
             raise Unauthorized("The token has expired.") from None
         except jwt.PyJWTError:
             raise Unauthorized("The token is invalid.") from None
+        client_id, scope = claims.get("client_id"), claims.get("scope")
+        if (client_id is not None and not isinstance(client_id, str)) or (scope is not None and not isinstance(scope, str)):
+            raise Unauthorized("The token is invalid.")
+        if (self.audience if client_id is None else client_id) not in _audiences(claims["aud"]):
+            raise Unauthorized("The token is invalid.")
         if claims.get("typ") != kind:
             raise Unauthorized("The token is of the wrong type.")
         if not all(isinstance(claims[k], str) for k in ("sub", "sid", "jti")):
@@ -141,7 +172,19 @@ class JWTBackend:
             jti=claims["jti"],
             kind=kind,
             expires_at=int(claims["exp"]),
+            client_id=client_id,
+            scope=scope,
         )
+
+
+def _audiences(aud) -> list[str]:
+    """The ``aud`` claim as a list, as RFC 7519 section 4.1.3 allows (a string or a list
+    of strings); empty when it is neither."""
+    if isinstance(aud, str):
+        return [aud]
+    if isinstance(aud, list) and all(isinstance(each, str) for each in aud):
+        return aud
+    return []
 
 
 @hookimpl
@@ -161,6 +204,8 @@ def locky_register_tokens(registry):
 def locky_startup(context):
     # The first key is made (or the active one read) before the first login needs it,
     # and its log line comes at startup.
+    # RS256's family (ID tokens) makes its first key when first needed: the first JWKS
+    # read, key listing, rotation or ID token.
     backend = context.tokens
     if isinstance(backend, JWTBackend) and backend.keys is not None:
         backend.keys.signing_key()

@@ -5,8 +5,13 @@ shared by every worker and host, rotated, published as a JWKS.
   (:mod:`locky.sealing`, bound to the key's ``kid``): a database dump alone reveals no
   private key. The public half is a JWK (RFC 7517) whose ``kid`` is its RFC 7638
   thumbprint.
-- One key is active. ``Storage.keys.rotate`` lets exactly one of the processes rotating
-  at once win; the others take the winner's key. A process re-reads the active key
+- Keys come in families, one per algorithm (:class:`KeyRing`): the configured
+  ``LOCKY_JWT_ALGORITHM``'s (access and refresh tokens), RS256's always (ID tokens, which
+  every OpenID relying party must accept), and ES256's or EdDSA's once an ID token of
+  that algorithm is asked for. The JWKS publishes every family; a rotation rotates
+  every family. A family only ever verifies tokens of its own algorithm.
+- One key of each family is active. ``Storage.keys.rotate`` lets exactly one of the
+  processes rotating a family at once win; the others take the winner's key. A process re-reads the active key
   every :data:`ACTIVE_RECHECK` seconds, so all hosts sign with the new key soon after a
   rotation anywhere, and every key keeps verifying until no token it signed can still be
   valid (``retired_at`` + the longest token lifetime): only then it leaves the JWKS and
@@ -56,6 +61,11 @@ KEY_CACHE = Watcher(
 )
 
 
+#: The family every key ring has, whatever the configured algorithm: ID tokens are
+#: RS256 unless a client asks for another (OpenID Connect Core 1.0, section 15.1).
+ID_TOKEN_ALGORITHM = "RS256"
+
+
 def _generate(alg: str):
     if alg == "ES256":
         return ec.generate_private_key(ec.SECP256R1())
@@ -82,11 +92,42 @@ class LoadedKey:
     jwk: dict[str, Any]
 
 
-class SigningKeys:
-    """The keys of one app, over ``storage.keys``."""
+class StoredKeys:
+    """``storage.keys.all()`` read at most once per :data:`RELOAD_INTERVAL` for all the
+    families of a key ring (one read serves the JWKS of every family)."""
 
-    def __init__(self, storage, *, algorithm: str, secret: str, rotation_days: int, token_lifetime: int):
+    def __init__(self, storage):
         self.storage = storage
+        self._lock = threading.Lock()
+        self._records: list[SigningKey] = []
+        self._read_at: float | None = None
+
+    def all(self, *, force: bool = False) -> list[SigningKey]:
+        now = time.monotonic()
+        with self._lock:
+            if force or self._read_at is None or now - self._read_at >= RELOAD_INTERVAL:
+                # Storage down: this raises (503) and the next call reads again.
+                self._records = self.storage.keys.all()
+                self._read_at = now
+            return self._records
+
+    def forget(self) -> None:
+        """The next :meth:`all` reads storage (a key was just made here)."""
+        with self._lock:
+            self._read_at = None
+
+
+class SigningKeys:
+    """The keys of one family (one algorithm) of one app, over ``storage.keys``.
+
+    ``primary``: the family of the configured algorithm, the one access tokens are
+    signed with (only its first key warns about the users' older HS256 tokens)."""
+
+    def __init__(self, storage, *, algorithm: str, secret: str, rotation_days: int, token_lifetime: int,
+                 stored: StoredKeys | None = None, primary: bool = True):
+        self.storage = storage
+        self.stored = stored or StoredKeys(storage)
+        self.primary = primary
         self.algorithm = algorithm
         self.sealer = Sealer(secret, "signing-keys")
         self.rotation = timedelta(days=rotation_days) if rotation_days else None
@@ -109,7 +150,7 @@ class SigningKeys:
         with self._lock:
             if self._active is not None and now - self._active_read < ACTIVE_RECHECK:
                 return self._active
-            record = self.storage.keys.active()
+            record = self.storage.keys.active(self.algorithm)
             if record is None or record.alg != self.algorithm:
                 record = self._rotate(record, reason="first key" if record is None else f"algorithm now {self.algorithm}")
             elif self.rotation is not None and utcnow() - record.created_at >= self.rotation:
@@ -121,7 +162,7 @@ class SigningKeys:
     def rotate(self) -> SigningKey:
         """Make a new active key now (``locky keys rotate``, ``POST .../keys/rotate``)."""
         with self._lock:
-            record = self._rotate(self.storage.keys.active(), reason="asked for")
+            record = self._rotate(self.storage.keys.active(self.algorithm), reason="asked for")
             self._active = (record.kid, self._private(record))
             self._active_read = time.monotonic()
             self._reloaded = 0.0  # the JWKS shows the new key at once
@@ -132,7 +173,8 @@ class SigningKeys:
         record = self.storage.keys.rotate(new, replacing=current.kid if current else None)
         if record.kid == new.kid:
             log.info("made signing key %s (%s; %s)", new.kid, self.algorithm, reason)
-            if current is None and self.storage.users.count() > 0:
+            self.stored.forget()
+            if current is None and self.primary and self.storage.users.count() > 0:
                 # An upgraded database (or a switch from HS256): say what happens to the
                 # tokens its users hold.
                 log.warning("the first %s signing key was made for a database that has accounts: tokens"
@@ -196,13 +238,70 @@ class SigningKeys:
         known = {}
         # Storage down: this raises (503) and the next request reads again; only a
         # successful read starts the interval.
-        for record in self.storage.keys.all():
+        for record in self.stored.all(force=force):
             if record.alg != self.algorithm:
                 continue  # a key of another algorithm never verifies (no alg confusion)
             jwk = json.loads(record.public_jwk)
             known[record.kid] = LoadedKey(record, JWK_OF[record.alg].from_jwk(record.public_jwk), jwk)
         self._known = known
         self._reloaded = now
+
+
+class KeyRing:
+    """Every key family of one app: ``primary`` (the configured algorithm; ``None`` with
+    an HMAC one), RS256 always, ES256 or EdDSA made on first need (:meth:`family`).
+
+    A family another host made (a client asking for EdDSA ID tokens there) is found in
+    storage: the JWKS publishes it and a rotation rotates it here as well."""
+
+    def __init__(self, storage, *, primary: str | None, secret: str, rotation_days: int, token_lifetime: int):
+        self.storage = storage
+        self.primary = primary
+        self.stored = StoredKeys(storage)
+        self._settings = {"secret": secret, "rotation_days": rotation_days, "token_lifetime": token_lifetime}
+        self._lock = threading.Lock()
+        self._families: dict[str, SigningKeys] = {}
+        #: The families every app has: their first keys are made on first need.
+        self.standing = tuple(dict.fromkeys(alg for alg in (primary, ID_TOKEN_ALGORITHM) if alg))
+
+    def family(self, alg: str) -> SigningKeys:
+        """The keys of ``alg`` (``ES256``, ``EdDSA`` or ``RS256``); its first key is made
+        by its first ``signing_key()``. ``ValueError`` for any other algorithm."""
+        found = self._families.get(alg)
+        if found is not None:
+            return found
+        if alg not in JWK_OF:
+            raise ValueError(f"no signing keys for {alg!r}: use one of {', '.join(JWK_OF)}")
+        with self._lock:
+            found = self._families.get(alg)
+            if found is None:
+                found = SigningKeys(self.storage, algorithm=alg, stored=self.stored, primary=alg == self.primary,
+                                    **self._settings)
+                self._families[alg] = found
+            return found
+
+    def families(self) -> list[SigningKeys]:
+        """The standing families (their first keys made now when missing), then every
+        other family storage holds an active key of."""
+        for alg in self.standing:
+            self.family(alg).signing_key()
+        stored = {record.alg for record in self.stored.all() if record.retired_at is None and record.alg in JWK_OF}
+        return [self.family(alg) for alg in (*self.standing, *sorted(stored - set(self.standing)))]
+
+    def published(self) -> list[dict[str, Any]]:
+        """The JWKS's keys: those of every family, the configured algorithm's first."""
+        return [jwk for family in self.families() for jwk in family.published()]
+
+    def listing(self) -> list[SigningKey]:
+        """Every stored key of every family, oldest first (``GET /v1/internal/keys``)."""
+        self.families()
+        return self.storage.keys.all()
+
+    def rotate(self) -> list[SigningKey]:
+        """A new active key for every family, the configured algorithm's first (RS256's
+        first with an HMAC algorithm). Call inside ``storage.atomic()`` to keep them and
+        their events together."""
+        return [family.rotate() for family in self.families()]
 
 
 def public_jwk(record: SigningKey) -> dict[str, Any]:
