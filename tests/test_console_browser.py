@@ -312,7 +312,8 @@ def test_the_admin_signs_in_and_sees_every_screen(browser, accounts):
     started = time.monotonic()
     sign_in(browser, ADMIN)
     browser.wait(lambda: browser.driver.find_elements(By.ID, "who") and browser.text("#who") == ADMIN)
-    assert nav(browser) == ["Users", "Groups", "Roles", "Access checker", "Audit trail", "Webhooks", "Signing keys"]
+    assert nav(browser) == ["Users", "Groups", "Roles", "Access checker", "Audit trail", "Webhooks", "Signing keys",
+                            "OAuth clients"]
     browser.wait_text(BOB)
     assert browser.driver.find_elements(By.CSS_SELECTOR, "#screen button.danger")  # Delete offered
     assert browser.unlabelled() == []

@@ -5,6 +5,7 @@ import { api, ApiError, ask, tokens, whenSignedOut } from "./api.js";
 import { button, field, h } from "./dom.js";
 import { accessScreen } from "./access.js";
 import { auditScreen } from "./audit.js";
+import { clientsScreen } from "./clients.js";
 import { groupScreen, groupsScreen } from "./groups.js";
 import { keysScreen } from "./keys.js";
 import { rolesScreen } from "./roles.js";
@@ -19,6 +20,7 @@ const QUESTIONS = [
   ["authz", "read"], ["audit", "read"],
   ["webhooks", "read"], ["webhooks", "create"], ["webhooks", "delete"], ["webhooks", "replay"],
   ["keys", "read"], ["keys", "rotate"],
+  ["oauth_clients", "read"], ["oauth_clients", "create"], ["oauth_clients", "update"], ["oauth_clients", "delete"],
 ];
 
 // Navigation: a screen shows only when the policy lets the user read what it lists.
@@ -30,6 +32,7 @@ const SCREENS = [
   { path: "audit", title: "Audit trail", needs: "audit:read", render: auditScreen },
   { path: "webhooks", title: "Webhooks", needs: "webhooks:read", render: webhooksScreen },
   { path: "keys", title: "Signing keys", needs: "keys:read", render: keysScreen },
+  { path: "clients", title: "OAuth clients", needs: "oauth_clients:read", render: clientsScreen },
 ];
 const DETAILS = {
   users: { needs: "users:read", render: userScreen },

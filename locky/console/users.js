@@ -2,6 +2,7 @@
 // one user's groups and sign-ins.
 
 import { all, api, names, nameOf, remember } from "./api.js";
+import { consentsSection } from "./clients.js";
 import { badge, button, confirmButton, field, h, row, section, table, when } from "./dom.js";
 import { newestPage } from "./newest.js";
 
@@ -191,6 +192,8 @@ export async function userScreen(ctx, id) {
     idOf.has(member.group_uuid) ? h("a", { href: `#/groups/${idOf.get(member.group_uuid)}`, text: nameOf(member.group_uuid) })
       : nameOf(member.group_uuid),
     member.role, when(member.created_at))), "Groups of this user")));
+
+  if (user.uuid === ctx.session.me.uuid) view.append(await consentsSection(ctx, () => ctx.go(`#/users/${id}`)));
 
   if (ctx.can("audit:read")) {
     // The sign-ins are events of the trail; it has no sessions list of its own.
