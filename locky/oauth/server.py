@@ -220,18 +220,17 @@ class S256Only(CodeChallenge):
     """PKCE as §15 wants it: ``S256`` only (``plain`` is refused), and a challenge
     required of public clients at the authorization endpoint (Authlib's own
     ``required=True`` only demands a verifier at the token endpoint, and takes an absent
-    method as ``plain``). Raised here, the errors are redirected with ``state``."""
+    method as ``plain``). Raised in this hook, the errors are redirected with ``state``
+    (Authlib sets both once the client and its redirect URI are verified)."""
 
     SUPPORTED_CODE_CHALLENGE_METHOD = ["S256"]
 
     def validate_code_challenge(self, grant, redirect_uri):
         data = grant.request.payload.data
         if grant.request.client.type == "public" and not data.get("code_challenge"):
-            raise InvalidRequestError("Public clients must send 'code_challenge' (PKCE, S256).",
-                                      redirect_uri=redirect_uri, state=data.get("state"))
+            raise InvalidRequestError("Public clients must send 'code_challenge' (PKCE, S256).")
         if data.get("code_challenge") and data.get("code_challenge_method") != "S256":
-            raise InvalidRequestError("'code_challenge_method' must be S256.",
-                                      redirect_uri=redirect_uri, state=data.get("state"))
+            raise InvalidRequestError("'code_challenge_method' must be S256.")
         return super().validate_code_challenge(grant, redirect_uri)
 
 

@@ -31,7 +31,13 @@ class TokenEndpoint:
         server = oauth_server(self.context)
         try:
             request = OAuthRequest.from_falcon(req, server.base, server.max_body_bytes)
-            result = server.create_token_response(request)
+            repeated = sorted(name for name, values in request.payload.datalist.items() if len(values) > 1)
+            if repeated:
+                # RFC 6749 section 3.2: no parameter more than once (Authlib checks this at
+                # the authorization endpoint only).
+                result = error_answer(400, "invalid_request", f"Give each parameter once: {repeated[0]!r} is repeated.")
+            else:
+                result = server.create_token_response(request)
         except falcon.HTTPContentTooLarge as exc:
             result = error_answer(413, "invalid_request", exc.description or "The body is too large.")
         except Invalid as exc:
