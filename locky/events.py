@@ -132,6 +132,7 @@ _FORGOT = "POST /v1/public/users/password/forgot"
 _USER = "PUT /v1/private/users/{id}"
 _TOTP = "DELETE /v1/private/users/me/mfa/totp"
 _LOGIN_FAILED = ("email", "reason")
+_CLIENT = ("client_id", "name", "type")
 
 #: Every event, every action that records it, and what it carries: the single source of
 #: ``docs/events.md``.
@@ -216,4 +217,24 @@ SPECS: tuple[EventSpec, ...] = (
               " its query).", "webhook", None, ("id", "url", "events")),
     EventSpec(WEBHOOK_DELETED, "DELETE /v1/private/webhooks/{id}", "An admin ends a subscription.", "webhook",
               None, ("id", "url")),
+    EventSpec(OAUTH_CLIENT_CREATED, "POST /v1/private/oauth/clients", "An admin registers an OAuth client (never"
+              " its secret).", "oauth_client", "OAuthClient", _CLIENT + ("grant_types", "redirect_uris")),
+    EventSpec(OAUTH_CLIENT_CREATED, "locky clients create NAME", "The operator registers an OAuth client from the"
+              " command line (`actor_uuid` null, `actor` is `cli`).", "oauth_client", "OAuthClient",
+              _CLIENT + ("grant_types", "redirect_uris", "actor")),
+    EventSpec(OAUTH_CLIENT_UPDATED, "PUT /v1/private/oauth/clients/{id}", "An admin changes a client (`changed`:"
+              " the fields sent).", "oauth_client", "OAuthClient", _CLIENT + ("changed",)),
+    EventSpec(OAUTH_CLIENT_DELETED, "DELETE /v1/private/oauth/clients/{id}", "An admin deletes a client (soft);"
+              " `sessions_ended` logins it was given end with it.", "oauth_client", "OAuthClient",
+              _CLIENT + ("sessions_ended",)),
+    EventSpec(OAUTH_CLIENT_DELETED, "locky clients delete CLIENT_ID", "The operator deletes a client from the"
+              " command line.", "oauth_client", "OAuthClient", _CLIENT + ("sessions_ended", "actor")),
+    EventSpec(OAUTH_CLIENT_SECRET_ROTATED, "POST /v1/private/oauth/clients/{id}/secret", "An admin gives a"
+              " confidential client a new secret; the old one stops working.", "oauth_client", "OAuthClient",
+              _CLIENT),
+    EventSpec(OAUTH_CLIENT_SECRET_ROTATED, "locky clients rotate-secret CLIENT_ID", "The operator gives a client a"
+              " new secret from the command line.", "oauth_client", "OAuthClient", _CLIENT + ("actor",)),
+    EventSpec(OAUTH_CONSENT_REVOKED, "DELETE /v1/private/users/me/consents/{client_id}", "A user withdraws their"
+              " consent to a client; `sessions_ended` logins of theirs by that client end.", "user", "Consent",
+              ("client_id", "scopes", "sessions_ended")),
 )

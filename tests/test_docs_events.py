@@ -54,6 +54,8 @@ MEMBERS = "/v1/private/members"
 ROLES = "/v1/private/roles"
 ROTATE = "/v1/private/keys/rotate"
 WEBHOOKS = "/v1/private/webhooks"
+OAUTH_CLIENTS = "/v1/private/oauth/clients"
+CONSENTS = "/v1/private/users/me/consents"
 AUDIT = "/v1/internal/audit"
 NEW_PASSWORD = "a brand new passphrase 42"
 CLIENT_ADDRESS = "203.0.113.7"
@@ -130,7 +132,8 @@ class World:
     def send(self, method: str, path: str, account: Account | None = None, **kwargs):
         """The row's action: with this row's request id, from :data:`CLIENT_ADDRESS`."""
         headers = {"X-Request-ID": self.request_id, **(account.headers if account else {})}
-        self.sent.append(f"{method} {re.sub(r'/[0-9]+(?=/|$)', '/{id}', path)}")
+        shown = re.sub(r"(/consents)/[^/]+$", r"\1/{client_id}", re.sub(r"/[0-9]+(?=/|$)", "/{id}", path))
+        self.sent.append(f"{method} {shown}")
         return self.client.simulate_request(method, path, headers=headers, remote_addr=CLIENT_ADDRESS, **kwargs)
 
     def user(self, name: str) -> Account:
@@ -153,6 +156,10 @@ class World:
 
     def webhook(self) -> dict:
         return self.post(WEBHOOKS, {"url": HOOK_URL, "events": ["role.deleted"]})
+
+    def oauth_client(self) -> dict:
+        return self.post(OAUTH_CLIENTS, {"name": f"App {next(_serial)}", "type": "confidential",
+                                         "redirect_uris": ["https://app.example.com/cb"]})
 
     def put_user(self, target: Account, body: dict, caller: Account | None = None):
         result = self.client.simulate_put(f"{USERS}/{target.id}", json=body, headers=(caller or self.admin).headers)
@@ -296,6 +303,12 @@ def mfa_disable_wrong(w):
     assert w.send("DELETE", TOTP, account, json={"code": wrong_code(secret)}).status_code == 400
 
 
+def consent_revoked(w):
+    user, client = w.user("consenting"), w.oauth_client()
+    w.client.app.context.storage.consents.grant(user.uuid, client["client_id"], ["openid"])
+    assert w.send("DELETE", f"{CONSENTS}/{client['client_id']}", user).status_code == 204
+
+
 def key(spec: events.EventSpec) -> tuple:
     return spec.name, spec.action, spec.target_type, spec.details
 
@@ -308,6 +321,7 @@ _PUT_USER = f"PUT {USERS}/{{id}}"
 _FAILED = ("email", "reason")
 _MEMBER = ("group_uuid", "user_uuid", "role")
 _ROLE = ("name", "permissions")
+_CLIENT = ("client_id", "name", "type")
 #: The driver of every row, by (name, action, target_type, details); ``None``: a command
 #: (:data:`COMMANDS`).
 DRIVERS: dict[tuple, Callable[[World], None] | None] = {
@@ -366,6 +380,23 @@ DRIVERS: dict[tuple, Callable[[World], None] | None] = {
     (E.WEBHOOK_CREATED, f"POST {WEBHOOKS}", "webhook", ("id", "url", "events")):
         lambda w: w.send("POST", WEBHOOKS, w.admin, json={"url": HOOK_URL, "events": ["role.deleted"]}),
     (E.WEBHOOK_DELETED, f"DELETE {WEBHOOKS}/{{id}}", "webhook", ("id", "url")): delete(WEBHOOKS, World.webhook),
+    (E.OAUTH_CLIENT_CREATED, f"POST {OAUTH_CLIENTS}", "oauth_client", (*_CLIENT, "grant_types", "redirect_uris")):
+        lambda w: w.send("POST", OAUTH_CLIENTS, w.admin, json={"name": "Reports", "type": "public",
+                                                               "redirect_uris": ["http://127.0.0.1/cb"]}),
+    (E.OAUTH_CLIENT_CREATED, "locky clients create NAME", "oauth_client",
+     (*_CLIENT, "grant_types", "redirect_uris", "actor")): None,
+    (E.OAUTH_CLIENT_UPDATED, f"PUT {OAUTH_CLIENTS}/{{id}}", "oauth_client", (*_CLIENT, "changed")):
+        put(OAUTH_CLIENTS, World.oauth_client, {"first_party": True}),
+    (E.OAUTH_CLIENT_DELETED, f"DELETE {OAUTH_CLIENTS}/{{id}}", "oauth_client", (*_CLIENT, "sessions_ended")):
+        delete(OAUTH_CLIENTS, World.oauth_client),
+    (E.OAUTH_CLIENT_DELETED, "locky clients delete CLIENT_ID", "oauth_client", (*_CLIENT, "sessions_ended", "actor")):
+        None,
+    (E.OAUTH_CLIENT_SECRET_ROTATED, f"POST {OAUTH_CLIENTS}/{{id}}/secret", "oauth_client", _CLIENT):
+        lambda w: w.send("POST", f"{OAUTH_CLIENTS}/{w.oauth_client()['id']}/secret", w.admin),
+    (E.OAUTH_CLIENT_SECRET_ROTATED, "locky clients rotate-secret CLIENT_ID", "oauth_client", (*_CLIENT, "actor")):
+        None,
+    (E.OAUTH_CONSENT_REVOKED, f"DELETE {CONSENTS}/{{client_id}}", "user", ("client_id", "scopes", "sessions_ended")):
+        consent_revoked,
 }
 REQUEST_ROWS = [spec for spec in events.SPECS if DRIVERS.get(key(spec)) is not None]
 COMMAND_ROWS = [spec for spec in events.SPECS if key(spec) in DRIVERS and DRIVERS[key(spec)] is None]
@@ -436,6 +467,10 @@ def run_command(monkeypatch, recorder, settings, command: str, *args: str) -> No
 
     make = locky.app.create_app
     monkeypatch.setattr(locky.app, "create_app", lambda settings, plugins=(), **kw: make(settings, [recorder], **kw))
+    if command == "clients":  # locky clients ACTION ARGS: its parser sets what runs it
+        namespace = cli._parser().parse_args(["clients", *args])
+        assert namespace.run(namespace, settings) == 0
+        return
     if command == "keys":
         namespace = argparse.Namespace(keys_command=args[0])
     else:
@@ -451,9 +486,17 @@ def test_the_documented_command_announces_what_the_trail_records(spec, locky_cli
     words = spec.action.split()
     if words[1] == "revoke-admin":
         run_command(monkeypatch, recorder, locky_settings, "grant-admin", account.email)
+    arguments = words[2:3] if words[1] == "keys" else [account.email]
+    if words[1] == "clients":  # create NAME, or an action on a client made first
+        arguments = [words[2], "Reports", "--redirect-uri", "https://app.example.com/cb"]
+        if words[2] != "create":
+            made = locky_client.app.context.storage.oauth_clients.create(
+                client_id=f"cli-{next(_serial)}", name="Reports", type="confidential", redirect_uris=(),
+                post_logout_redirect_uris=(), grant_types=("client_credentials",), scopes=("openid",),
+                id_token_signed_response_alg="RS256", first_party=False, secret_hash="0" * 64)
+            arguments = [words[2], made.client_id]
     before = len(recorder.events)
-    run_command(monkeypatch, recorder, locky_settings, words[1], *(words[2:3] if words[1] == "keys"
-                                                                   else [account.email]))
+    run_command(monkeypatch, recorder, locky_settings, words[1], *arguments)
     new = recorder.events[before:]
     (event,) = [e for e in new if e.name == spec.name]
     assert_row(spec, event)

@@ -13,6 +13,7 @@ import sys
 import pluggy
 
 from locky.cli import check as checks
+from locky.cli import clients_command
 from locky.cli.clients.commands import version
 from locky.accounts.login_limits import LoginLimits
 from locky.settings import Settings, SettingsError
@@ -108,6 +109,7 @@ def _parser(pm: pluggy.PluginManager | None = None) -> argparse.ArgumentParser:
                    parents=config)
     sub.add_parser("check", help="check settings, plugins, policy files and database, say what was checked,"
                    " then exit", parents=config)
+    clients_command.add_parser(sub, config)
     pm.hook.locky_add_commands(subparsers=sub)
     return parser
 
