@@ -132,6 +132,14 @@ _FORGOT = "POST /v1/public/users/password/forgot"
 _USER = "PUT /v1/private/users/{id}"
 _TOTP = "DELETE /v1/private/users/me/mfa/totp"
 _LOGIN_FAILED = ("email", "reason")
+# The OpenID provider's pages (docs/http/oauth.md): their logins are the API's, made for a client.
+_AUTHORIZE = "GET /oauth/authorize"
+_PAGE_LOGIN = "POST /oauth/authorize/login"
+_PAGE_CODE = "POST /oauth/authorize/code"
+_PAGE_CONSENT = "POST /oauth/authorize/consent"
+_LOGGED_IN = ("email", "session_uuid", "mfa", "method")
+_PAGE_FAILED = ("email", "reason", "method", "client_id")
+_AUTHORIZED = ("client_id", "scope", "op_session_uuid")
 _CLIENT = ("client_id", "name", "type")
 
 #: Every event, every action that records it, and what it carries: the single source of
@@ -164,14 +172,27 @@ SPECS: tuple[EventSpec, ...] = (
     EventSpec(MFA_DISABLED, "DELETE /v1/private/users/{id}/mfa", "An admin removes a user's second factors"
               " (`by`: `admin`; `actor_uuid` is the admin).", "user", "User", ("method", "by")),
     EventSpec(LOGIN_SUCCEEDED, _LOGIN, "A password login issues tokens (an account without a second factor);"
-              " `actor_uuid` is the account.", "user", "User", ("email", "session_uuid", "mfa")),
-    EventSpec(LOGIN_SUCCEEDED, _MFA_LOGIN, "The second step of a login (TOTP or recovery code) issues tokens.",
-              "user", "User", ("email", "session_uuid", "mfa")),
+              " `actor_uuid` is the account, `method` is `password`.", "user", "User", _LOGGED_IN),
+    EventSpec(LOGIN_SUCCEEDED, _MFA_LOGIN, "The second step of a login issues tokens (`method`: `totp` or"
+              " `recovery_code`).", "user", "User", _LOGGED_IN),
+    EventSpec(LOGIN_SUCCEEDED, _PAGE_LOGIN, "The sign-in page signs an account without a second factor in: its OP"
+              " session (`session_uuid`) starts, for the client `client_id`.", "user", "User",
+              (*_LOGGED_IN, "client_id")),
+    EventSpec(LOGIN_SUCCEEDED, _PAGE_CODE, "The sign-in page's second step (TOTP or recovery code) signs the"
+              " account in: its OP session starts.", "user", "User", (*_LOGGED_IN, "client_id")),
     EventSpec(LOGIN_FAILED, _LOGIN, "A wrong password for a live account (401), or the right one for an account"
-              " disabled, or unverified while `LOCKY_REQUIRE_VERIFIED_EMAIL` is on (403).",
-              "user", None, _LOGIN_FAILED),
-    EventSpec(LOGIN_FAILED, _LOGIN, "No live account has the email (401; no target).", None, None, _LOGIN_FAILED),
-    EventSpec(LOGIN_FAILED, _MFA_LOGIN, "A wrong TOTP or recovery code (401).", "user", None, _LOGIN_FAILED),
+              " disabled, or unverified while `LOCKY_REQUIRE_VERIFIED_EMAIL` is on (403); `method` is `password`.",
+              "user", None, (*_LOGIN_FAILED, "method")),
+    EventSpec(LOGIN_FAILED, _LOGIN, "No live account has the email (401; no target).", None, None,
+              (*_LOGIN_FAILED, "method")),
+    EventSpec(LOGIN_FAILED, _MFA_LOGIN, "A wrong TOTP or recovery code (401; `method`: the kind of code given).",
+              "user", None, (*_LOGIN_FAILED, "method")),
+    EventSpec(LOGIN_FAILED, _PAGE_LOGIN, "The sign-in page refuses a password as `POST /v1/public/users/login`"
+              " does (401, 403), for the client `client_id`.", "user", None, _PAGE_FAILED),
+    EventSpec(LOGIN_FAILED, _PAGE_LOGIN, "The sign-in page is given an email no live account has (401; no"
+              " target).", None, None, _PAGE_FAILED),
+    EventSpec(LOGIN_FAILED, _PAGE_CODE, "A wrong TOTP or recovery code on the sign-in page (401).", "user", None,
+              _PAGE_FAILED),
     EventSpec(LOGIN_FAILED, _USER, "A user changing their own password or email gives no `current_password`,"
               " or a wrong one (400).", "user", None, _LOGIN_FAILED),
     EventSpec(LOGIN_FAILED, "POST /v1/private/users/me/reauth", "A wrong password to renew a login's"
@@ -217,6 +238,21 @@ SPECS: tuple[EventSpec, ...] = (
               " its query).", "webhook", None, ("id", "url", "events")),
     EventSpec(WEBHOOK_DELETED, "DELETE /v1/private/webhooks/{id}", "An admin ends a subscription.", "webhook",
               None, ("id", "url")),
+    EventSpec(OAUTH_AUTHORIZED, _AUTHORIZE, "A browser signed in at Locky, whose consent covers the scopes (or"
+              " whose client is first-party), gets an authorization code for the client (`actor_uuid` and target:"
+              " the user; `op_session_uuid`: the OP session).", "user", None, _AUTHORIZED),
+    EventSpec(OAUTH_AUTHORIZED, _PAGE_LOGIN, "Signing in on the page gives the code at once (a first-party client,"
+              " or scopes consented to before), after `login.succeeded`.", "user", None, _AUTHORIZED),
+    EventSpec(OAUTH_AUTHORIZED, _PAGE_CODE, "Likewise after the second step of signing in.", "user", None,
+              _AUTHORIZED),
+    EventSpec(OAUTH_AUTHORIZED, _PAGE_CONSENT, "The user allows the client: the code follows"
+              " `oauth.consent.granted`.", "user", None, _AUTHORIZED),
+    EventSpec(OAUTH_CONSENT_GRANTED, _PAGE_CONSENT, "The user answers *Allow* on the consent page: the client's"
+              " scopes join the user's consent to it (`scopes`: all of them now).", "user", "Consent",
+              ("client_id", "scopes")),
+    EventSpec(OAUTH_LOGOUT, "GET /oauth/logout", "A browser signs out at Locky (RP-initiated logout): its OP session"
+              " (the target) and the `sessions_ended` logins it gave clients end; `client_id` when a client asked.",
+              "session", None, ("user_uuid", "sessions_ended", "client_id?")),
     EventSpec(OAUTH_CLIENT_CREATED, "POST /v1/private/oauth/clients", "An admin registers an OAuth client (never"
               " its secret).", "oauth_client", "OAuthClient", _CLIENT + ("grant_types", "redirect_uris")),
     EventSpec(OAUTH_CLIENT_CREATED, "locky clients create NAME", "The operator registers an OAuth client from the"

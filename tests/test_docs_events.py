@@ -15,6 +15,7 @@ block; a plugin records events of its own under its prefix, lists them through `
 from __future__ import annotations
 
 import argparse
+import html
 import itertools
 import json
 import os
@@ -26,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlencode
 
 import pyotp
 import pytest
@@ -57,6 +59,10 @@ WEBHOOKS = "/v1/private/webhooks"
 OAUTH_CLIENTS = "/v1/private/oauth/clients"
 CONSENTS = "/v1/private/users/me/consents"
 AUDIT = "/v1/internal/audit"
+AUTHORIZE = "/oauth/authorize"
+OAUTH_LOGOUT = "/oauth/logout"
+OAUTH_REDIRECT = "http://127.0.0.1:9999/cb"
+FORM = "application/x-www-form-urlencoded"
 NEW_PASSWORD = "a brand new passphrase 42"
 CLIENT_ADDRESS = "203.0.113.7"
 HOOK_URL = "http://127.0.0.1:9/hook"
@@ -309,6 +315,83 @@ def consent_revoked(w):
     assert w.send("DELETE", f"{CONSENTS}/{client['client_id']}", user).status_code == 204
 
 
+class Pages:
+    """A browser on the OpenID provider's pages (docs/http/oauth.md): its cookies, and the
+    last page's hidden fields, for a client registered in storage."""
+
+    def __init__(self, w: World, first_party: bool = False):
+        self.w, self.cookies = w, {}
+        self.client = w.client.app.context.storage.oauth_clients.create(
+            client_id=f"page-app-{next(_serial)}", name="Page app", type="confidential",
+            redirect_uris=[OAUTH_REDIRECT], post_logout_redirect_uris=[], grant_types=["authorization_code"],
+            scopes=["openid", "email"], id_token_signed_response_alg="RS256", first_party=first_party,
+            secret_hash="0" * 64)
+        self.fields: dict[str, str] = {}
+
+    def query(self) -> str:
+        return urlencode({"response_type": "code", "client_id": self.client.client_id, "redirect_uri": OAUTH_REDIRECT,
+                          "scope": "openid email", "state": "s"})
+
+    def kept(self, result):
+        self.cookies.update({name: cookie.value for name, cookie in result.cookies.items() if cookie.value})
+        self.fields = {name: html.unescape(value) for name, value in
+                       re.findall(r'name="(csrf_token|request|mfa_token|fresh)" value="([^"]*)"', result.text)}
+        return result
+
+    def open(self, send: bool = False):
+        """``GET /oauth/authorize`` (the row's action when ``send``)."""
+        call = self.w.send if send else self.w.client.simulate_request
+        return self.kept(call("GET", AUTHORIZE, query_string=self.query(), cookies=dict(self.cookies)))
+
+    def post(self, action: str, send: bool = False, **fields: str):
+        """Post the last page's form ``action`` (``login``, ``code``, ``consent``)."""
+        call = self.w.send if send else self.w.client.simulate_request
+        return self.kept(call("POST", f"{AUTHORIZE}/{action}", body=urlencode({**self.fields, **fields}),
+                              content_type=FORM, cookies=dict(self.cookies)))
+
+    def signed_in(self, account: Account) -> "Pages":
+        self.open()
+        assert self.post("login", email=account.email, password=account.password).status_code in (200, 302)
+        return self
+
+
+def page_login(first_party: bool = False, password: str | None = None, known: bool = True):
+    """The sign-in page's post: a right or wrong password, an unknown email."""
+    def drive(w):
+        pages, account = Pages(w, first_party), w.user("pages")
+        pages.open()
+        email = account.email if known else f"nobody{next(_serial)}@example.com"
+        result = pages.post("login", send=True, email=email, password=password or account.password)
+        assert result.status_code == (302 if first_party else 200 if password is None else 401), result.text
+    return drive
+
+
+def page_code(first_party: bool = False, right: bool = True):
+    def drive(w):
+        pages, (account, secret) = Pages(w, first_party), with_totp(w)
+        pages.open()
+        assert 'name="mfa_token"' in pages.post("login", email=account.email, password=account.password).text
+        result = pages.post("code", send=True, code=code(secret, 0) if right else wrong_code(secret))
+        assert result.status_code == (401 if not right else 302 if first_party else 200), result.text
+    return drive
+
+
+def page_consent(w):
+    pages = Pages(w).signed_in(w.user("consenting"))
+    assert pages.post("consent", send=True, decision="allow").status_code == 302
+
+
+def page_authorized(w):
+    pages = Pages(w, first_party=True).signed_in(w.user("returning"))
+    assert pages.open(send=True).status_code == 302
+
+
+def oauth_logout(w):
+    pages = Pages(w, first_party=True).signed_in(w.user("leaving"))
+    result = w.send("GET", OAUTH_LOGOUT, cookies=dict(pages.cookies))
+    assert result.status_code == 200, result.text
+
+
 def key(spec: events.EventSpec) -> tuple:
     return spec.name, spec.action, spec.target_type, spec.details
 
@@ -319,6 +402,12 @@ _REFRESH = f"POST {REFRESH}"
 _FORGOT = f"POST {FORGOT}"
 _PUT_USER = f"PUT {USERS}/{{id}}"
 _FAILED = ("email", "reason")
+_LOGGED_IN = ("email", "session_uuid", "mfa", "method")
+_PAGE_FAILED = ("email", "reason", "method", "client_id")
+_AUTHORIZED = ("client_id", "scope", "op_session_uuid")
+_PAGE_LOGIN = f"POST {AUTHORIZE}/login"
+_PAGE_CODE = f"POST {AUTHORIZE}/code"
+_PAGE_CONSENT = f"POST {AUTHORIZE}/consent"
 _MEMBER = ("group_uuid", "user_uuid", "role")
 _ROLE = ("name", "permissions")
 _CLIENT = ("client_id", "name", "type")
@@ -340,14 +429,19 @@ DRIVERS: dict[tuple, Callable[[World], None] | None] = {
     (E.MFA_ENABLED, f"POST {TOTP_CONFIRM}", "user", ("method",)): mfa_enabled,
     (E.MFA_DISABLED, f"DELETE {TOTP}", "user", ("method",)): mfa_disabled,
     (E.MFA_DISABLED, f"DELETE {USERS}/{{id}}/mfa", "user", ("method", "by")): mfa_removed_by_admin,
-    (E.LOGIN_SUCCEEDED, _LOGIN, "user", ("email", "session_uuid", "mfa")):
+    (E.LOGIN_SUCCEEDED, _LOGIN, "user", _LOGGED_IN):
         lambda w: w.send("POST", LOGIN, json={"email": w.admin.email, "password": w.admin.password}),
-    (E.LOGIN_SUCCEEDED, f"POST {LOGIN_MFA}", "user", ("email", "session_uuid", "mfa")): login_mfa,
-    (E.LOGIN_FAILED, _LOGIN, "user", _FAILED):
+    (E.LOGIN_SUCCEEDED, f"POST {LOGIN_MFA}", "user", _LOGGED_IN): login_mfa,
+    (E.LOGIN_SUCCEEDED, _PAGE_LOGIN, "user", (*_LOGGED_IN, "client_id")): page_login(),
+    (E.LOGIN_SUCCEEDED, _PAGE_CODE, "user", (*_LOGGED_IN, "client_id")): page_code(),
+    (E.LOGIN_FAILED, _LOGIN, "user", (*_FAILED, "method")):
         lambda w: w.send("POST", LOGIN, json={"email": w.admin.email, "password": "not the password"}),
-    (E.LOGIN_FAILED, _LOGIN, None, _FAILED):
+    (E.LOGIN_FAILED, _LOGIN, None, (*_FAILED, "method")):
         lambda w: w.send("POST", LOGIN, json={"email": "nobody@example.com", "password": "not the password"}),
-    (E.LOGIN_FAILED, f"POST {LOGIN_MFA}", "user", _FAILED): login_mfa_wrong,
+    (E.LOGIN_FAILED, f"POST {LOGIN_MFA}", "user", (*_FAILED, "method")): login_mfa_wrong,
+    (E.LOGIN_FAILED, _PAGE_LOGIN, "user", _PAGE_FAILED): page_login(password="not the password"),
+    (E.LOGIN_FAILED, _PAGE_LOGIN, None, _PAGE_FAILED): page_login(password="not the password", known=False),
+    (E.LOGIN_FAILED, _PAGE_CODE, "user", _PAGE_FAILED): page_code(right=False),
     (E.LOGIN_FAILED, _PUT_USER, "user", _FAILED): login_failed_current_password,
     (E.LOGIN_FAILED, f"POST {REAUTH}", "user", _FAILED):
         lambda w: w.send("POST", REAUTH, w.user("forgetful"), json={"password": "not the password"}),
@@ -380,6 +474,12 @@ DRIVERS: dict[tuple, Callable[[World], None] | None] = {
     (E.WEBHOOK_CREATED, f"POST {WEBHOOKS}", "webhook", ("id", "url", "events")):
         lambda w: w.send("POST", WEBHOOKS, w.admin, json={"url": HOOK_URL, "events": ["role.deleted"]}),
     (E.WEBHOOK_DELETED, f"DELETE {WEBHOOKS}/{{id}}", "webhook", ("id", "url")): delete(WEBHOOKS, World.webhook),
+    (E.OAUTH_AUTHORIZED, f"GET {AUTHORIZE}", "user", _AUTHORIZED): page_authorized,
+    (E.OAUTH_AUTHORIZED, _PAGE_LOGIN, "user", _AUTHORIZED): page_login(first_party=True),
+    (E.OAUTH_AUTHORIZED, _PAGE_CODE, "user", _AUTHORIZED): page_code(first_party=True),
+    (E.OAUTH_AUTHORIZED, _PAGE_CONSENT, "user", _AUTHORIZED): page_consent,
+    (E.OAUTH_CONSENT_GRANTED, _PAGE_CONSENT, "user", ("client_id", "scopes")): page_consent,
+    (E.OAUTH_LOGOUT, f"GET {OAUTH_LOGOUT}", "session", ("user_uuid", "sessions_ended", "client_id?")): oauth_logout,
     (E.OAUTH_CLIENT_CREATED, f"POST {OAUTH_CLIENTS}", "oauth_client", (*_CLIENT, "grant_types", "redirect_uris")):
         lambda w: w.send("POST", OAUTH_CLIENTS, w.admin, json={"name": "Reports", "type": "public",
                                                                "redirect_uris": ["http://127.0.0.1/cb"]}),

@@ -1,5 +1,12 @@
 """Accounts: registration, login with lockout (and its second step), refresh-token
-rotation and logout."""
+rotation and logout.
+
+One login path serves ``POST /v1/public/users/login`` (tokens) and the OpenID
+provider's sign-in page (docs/http/oauth.md: an OP session, no tokens): the same
+counts, lockout, refusals and events, told apart by a :class:`PageSignIn`. Login
+events say how the user proved who they are (``details.method``: ``password``,
+``totp``, ``recovery_code``) and, through the page, for which client
+(``details.client_id``)."""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import hashlib
 import hmac
 import secrets
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from datetime import timedelta
@@ -27,6 +35,17 @@ BAD_CODE = "Invalid code."
 #: Seconds an ``mfa_token`` (between a login's password and its second factor) lives.
 MFA_TOKEN_TTL = 300
 MFA_METHODS = ["totp", "recovery_code"]
+#: The ``amr`` values (RFC 8176) of each way of logging in: what an OP session keeps
+#: and an ID token reports.
+AMR = {"password": ("pwd",), "totp": ("pwd", "otp"), "recovery_code": ("pwd", "otp")}
+
+
+@dataclass(frozen=True)
+class PageSignIn:
+    """A login through the OpenID provider's sign-in page for ``client_id``: it makes
+    an OP session (a session without a client, no tokens) instead of an API login."""
+
+    client_id: str
 
 
 def revoke_session(context, session_uuid: str, reason: str, user_uuid: str | None) -> bool:
@@ -65,7 +84,15 @@ class Accounts:
         return user
 
     def login(self, email: str, password: str, client_address: str | None = None) -> dict[str, Any]:
-        """Tokens for ``email`` and ``password``, or ``Unauthorized`` (401) or ``Locked`` (429).
+        """Tokens for ``email`` and ``password``, or ``Unauthorized`` (401) or ``Locked`` (429)."""
+        return self.sign_in(email, password, client_address)
+
+    def sign_in(self, email: str, password: str, client_address: str | None = None,
+                page: PageSignIn | None = None) -> dict[str, Any]:
+        """The first step of a login: tokens (or, through the sign-in ``page``, the OP
+        session: ``{"user", "session_uuid", "amr"}``), or the second step's challenge
+        (``{"mfa_required": True, "mfa_token", "methods"}``) for an account with a second
+        factor; ``Unauthorized`` (401), ``Forbidden`` (403) or ``Locked`` (429).
 
         The attempt passes the guess counts of :mod:`locky.accounts.login_limits` first (per
         client address, per account from that address, per account over every address);
@@ -78,7 +105,8 @@ class Accounts:
         if user is None or not matches:
             self.context.audit.record(audit.LOGIN_FAILED, target_type="user" if user else None,
                                       target_uuid=user.uuid if user else None,
-                                      details={"email": email, "reason": "wrong password" if user else "unknown email"})
+                                      details={"email": email, "reason": "wrong password" if user else "unknown email",
+                                               **_how("password", page)})
             raise Unauthorized(BAD_LOGIN)
         if user.mfa_enabled:
             # Half a login: this attempt is taken back, but the earlier failures (wrong
@@ -89,13 +117,13 @@ class Accounts:
             self.limits.succeeded(attempt)
         # The slow work before the transaction that decides, never between.
         rehash = hasher.hash(password) if hasher.needs_rehash(user.password_hash) else None
-        self._may_log_in(user)
+        self._may_log_in(user, "password", page)
         if user.mfa_enabled:
             if rehash is not None:
                 with storage.atomic():
                     self._still(user, rehash)
             return self._mfa_challenge(user)
-        return self._logged_in(user, rehash=rehash)
+        return self._logged_in(user, rehash=rehash, method="password", page=page)
 
     def _still(self, checked: User, rehash: str | None = None) -> User | None:
         """Inside an atomic block: ``checked``'s user as stored now, locked until the
@@ -126,33 +154,44 @@ class Accounts:
                 " /v1/public/users/verify/resend.", title="Email not verified")
         return None
 
-    def _may_log_in(self, user: User) -> None:
+    def _may_log_in(self, user: User, method: str | None = None, page: PageSignIn | None = None) -> None:
         """Refusals that come after a right password (so they tell nothing to a guesser)."""
         refusal = self._refusal(user)
         if refusal is not None:
             reason, forbidden = refusal
-            self._failed(user, reason)
+            self._failed(user, reason, method, page)
             raise forbidden
 
-    def _logged_in(self, checked: User, rehash: str | None = None) -> dict[str, Any]:
+    def _logged_in(self, checked: User, rehash: str | None = None, *, method: str,
+                   page: PageSignIn | None = None) -> dict[str, Any]:
         """The session of a login whose credentials were checked on ``checked``: made
-        only if they are still the account's, in the transaction that locks the user."""
+        only if they are still the account's, in the transaction that locks the user.
+        Through the sign-in ``page`` it is an OP session (no client, no tokens: its
+        refresh jti is a random value no token carries) holding how the user signed in."""
         # The tokens first: issuing may rotate an old signing key, a write of its own that
         # must not join (and conflict inside) the login's transaction.
         session_uuid = str(uuid.uuid4())
-        refresh = self.context.tokens.issue(user_uuid=checked.uuid, session_uuid=session_uuid, kind="refresh")
+        refresh = None if page else self.context.tokens.issue(user_uuid=checked.uuid, session_uuid=session_uuid,
+                                                               kind="refresh")
+        amr = AMR[method]
         storage = self.context.storage
         with storage.atomic():  # the check, the login and its event, together
             user = self._still(checked, rehash)
             if user is not None and self._refusal(user) is None:
-                storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=refresh.jti)
+                if page is None:
+                    storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=refresh.jti)
+                else:
+                    storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=new_code(),
+                                            client_id=None, amr=amr)
                 self.context.audit.record(audit.LOGIN_SUCCEEDED, target_type="user", target_uuid=user.uuid,
                                           actor_uuid=user.uuid,
                                           details={"email": user.email, "session_uuid": session_uuid,
-                                                   "mfa": user.mfa_enabled}, record=user)
+                                                   "mfa": user.mfa_enabled, **_how(method, page)}, record=user)
         if user is None:
             raise Unauthorized(BAD_LOGIN)
-        self._may_log_in(user)  # disabled or unverified meanwhile: refused, with its event
+        self._may_log_in(user, method, page)  # disabled or unverified meanwhile: refused, with its event
+        if page is not None:
+            return {"user": user, "session_uuid": session_uuid, "amr": list(amr)}
         return self._token_body(user, session_uuid, refresh.token)
 
     def _mfa_challenge(self, user: User) -> dict[str, Any]:
@@ -174,8 +213,10 @@ class Accounts:
                           hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest[:12]).decode()
 
-    def login_mfa(self, mfa_token: str, code: str, client_address: str | None = None) -> dict[str, Any]:
-        """The second step: a TOTP or recovery code for the login ``mfa_token`` started.
+    def login_mfa(self, mfa_token: str, code: str, client_address: str | None = None,
+                  page: PageSignIn | None = None) -> dict[str, Any]:
+        """The second step: a TOTP or recovery code for the login ``mfa_token`` started;
+        what :meth:`sign_in` answers for a login without a second factor.
 
         Each attempt counts toward the email's and the client address's lockout like a
         password (a wrong code is a failed login); the token is spent only by a right
@@ -187,17 +228,18 @@ class Accounts:
         user = storage.users.get_by_uuid(pending.user_uuid) if pending else None
         if user is None or user.email != pending.email:
             raise Unauthorized(BAD_MFA_TOKEN)
-        attempt = self.counted_second_factor(user, code, client_address, "wrong second-factor code")
-        if attempt is None:
+        counted = self._counted_code(user, code, client_address, "wrong second-factor code", page, login=True)
+        if counted is None:
             raise Unauthorized(BAD_CODE)
+        attempt, method = counted
         if storage.codes.use(token_hash, "mfa", now=utcnow()) is None:  # spent by a concurrent request
             raise Unauthorized(BAD_MFA_TOKEN)
         self.limits.succeeded(attempt)
         if not hmac.compare_digest(mfa_token.rpartition(".")[2], self._password_mark(user)):
             raise Unauthorized(BAD_MFA_TOKEN)  # the password of the first step changed since
-        self._may_log_in(user)
+        self._may_log_in(user, method, page)
         try:
-            return self._logged_in(user)
+            return self._logged_in(user, method=method, page=page)
         except Unauthorized:
             raise Unauthorized(BAD_MFA_TOKEN) from None
 
@@ -207,23 +249,37 @@ class Accounts:
         attempt (for the caller to take back once its work is done), or ``None`` after a
         wrong code, recorded as a failed login for ``reason``; ``Locked`` (429) while a
         count is locked."""
+        counted = self._counted_code(user, code, client_address, reason)
+        return counted[0] if counted else None
+
+    def _counted_code(self, user: User, code: str, client_address: str | None, reason: str,
+                      page: PageSignIn | None = None, login: bool = False) -> tuple[Attempt, str] | None:
+        """:meth:`counted_second_factor` with the kind of code that was right (``totp`` or
+        ``recovery_code``). A failed second step of a ``login`` names the kind of code
+        it was given in its event (and, through the sign-in ``page``, the client)."""
         attempt = self._count_attempt(user.email, client_address)
-        if not self.second_factor(user, code):
-            self._failed(user, reason)
+        method = self._second_factor_method(user, code)
+        if method is None:
+            self._failed(user, reason, _code_kind(code) if login else None, page)
             return None
-        return attempt
+        return attempt, method
 
     def second_factor(self, user: User, code: str) -> bool:
         """Whether ``code`` is a TOTP code not used before or an unused recovery code of
         the user's confirmed TOTP; accepting it spends it."""
+        return self._second_factor_method(user, code) is not None
+
+    def _second_factor_method(self, user: User, code: str) -> str | None:
+        """:meth:`second_factor`, naming the kind of code accepted: ``totp``,
+        ``recovery_code``, or ``None``."""
         storage = self.context.storage
         state = storage.totp.get(user.uuid)
         if state is None or not state.confirmed:
-            return False
+            return None
         step = self.totp_codes.step_of(self.totp_codes.open(state.secret, user.uuid), code)
         if step is not None:
-            return storage.totp.use_step(user.uuid, step)
-        return storage.totp.use_recovery(user.uuid, hash_recovery_code(code))
+            return "totp" if storage.totp.use_step(user.uuid, step) else None
+        return "recovery_code" if storage.totp.use_recovery(user.uuid, hash_recovery_code(code)) else None
 
     @property
     def totp_codes(self) -> TotpCodes:
@@ -254,9 +310,9 @@ class Accounts:
         return self.limits.count(email, client_address,
                                  lambda reason, retry_after: self._locked(email, reason, retry_after))
 
-    def _failed(self, user: User, reason: str) -> None:
-        self.context.audit.record(audit.LOGIN_FAILED, target_type="user", target_uuid=user.uuid,
-                                  details={"email": user.email, "reason": reason})
+    def _failed(self, user: User, reason: str, method: str | None = None, page: PageSignIn | None = None) -> None:
+        details = {"email": user.email, "reason": reason, **(_how(method, page) if method else {})}
+        self.context.audit.record(audit.LOGIN_FAILED, target_type="user", target_uuid=user.uuid, details=details)
 
     def _locked(self, email: str, reason: str, retry_after: int) -> None:
         """The event of a refusal by a locked count (the caller raises the 429)."""
@@ -296,3 +352,14 @@ class Accounts:
     def logout(self, identity: Identity) -> None:
         if identity.session_uuid:
             revoke_session(self.context, identity.session_uuid, "logout", identity.user.uuid)
+
+
+def _how(method: str, page: PageSignIn | None) -> dict[str, str]:
+    """A login event's ``method`` and, through the sign-in page, its ``client_id``."""
+    return {"method": method, **({"client_id": page.client_id} if page else {})}
+
+
+def _code_kind(code: str) -> str:
+    """The kind of second-factor code ``code`` looks like: six digits are a TOTP code,
+    anything else is taken for a recovery code."""
+    return "totp" if code.strip().isdigit() else "recovery_code"
