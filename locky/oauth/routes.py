@@ -7,6 +7,7 @@ from __future__ import annotations
 from locky.plugins import hookimpl
 from locky.routes import Operation, Route
 
+from . import authorize, logout
 from .discovery import Discovery
 from .server import DISCOVERY_PATH, TOKEN_PATH, USERINFO_PATH
 from .token import TokenEndpoint
@@ -27,4 +28,6 @@ def locky_routes(context):
         Route(USERINFO_PATH, UserInfoEndpoint(context),
               (public("get", "Userinfo (OpenID Connect)"), public("post", "Userinfo (OpenID Connect)")),
               in_spec=False),
+        *authorize.routes(context),
+        *logout.routes(context),
     ]
