@@ -61,8 +61,8 @@ export async function clientsScreen(ctx) {
 
 function createForm(ctx, view, reload) {
   const name = h("input", { type: "text", name: "name", required: true, autocomplete: "off" });
-  const type = h("select", { name: "type" }, h("option", { value: "confidential", text: "Confidential (a server: gets a secret)", selected: true }),
-    h("option", { value: "public", text: "Public (a browser or native app: no secret, PKCE)" }));
+  const type = h("select", { name: "type" }, h("option", { value: "confidential", text: "Confidential (has a secret)", selected: true }),
+    h("option", { value: "public", text: "Public (no secret, PKCE)" }));
   const redirects = h("textarea", { name: "redirect_uris", rows: "2", placeholder: "https://example.com/callback" });
   const logouts = h("textarea", { name: "post_logout_redirect_uris", rows: "1" });
   const grants = GRANTS.map((grant) => check("grant_types", grant, DEFAULT_GRANTS.includes(grant)));
