@@ -16,9 +16,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import html
 import itertools
 import json
 import os
+import re
 import sqlite3
 import struct
 import subprocess
@@ -28,6 +30,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
+from urllib.parse import urlencode
 
 import jwt
 import pytest
@@ -516,6 +519,74 @@ def webhook_deleted(w: World, rid: str, ip: str) -> Expect:
     return Expect(w.admin.body["uuid"], "webhook", hook["uuid"], {"url": HOOK_URL})
 
 
+class OAuthBrowser:
+    """A browser on the OpenID provider's pages (docs/http/oauth.md) for a client
+    registered in storage: its cookies and the last page's hidden fields."""
+
+    REDIRECT = "http://127.0.0.1:9999/cb"
+
+    def __init__(self, w: World, first_party: bool):
+        self.w, self.client = w, w.client
+        self.cookies: dict[str, str] = {}
+        self.fields: dict[str, str] = {}
+        self.oauth_client = w.client.app.context.storage.oauth_clients.create(
+            client_id=f"audit-app-{next(_serial)}", name="Audit app", type="confidential",
+            redirect_uris=[self.REDIRECT], post_logout_redirect_uris=[], grant_types=["authorization_code"],
+            scopes=["openid", "email"], id_token_signed_response_alg="RS256", first_party=first_party,
+            secret_hash="0" * 64)
+
+    def request(self, method: str, path: str, *, rid: str | None = None, ip: str | None = None, **kwargs):
+        headers = {"X-Request-ID": rid} if rid else {}
+        result = self.client.simulate_request(method, path, headers=headers, cookies=dict(self.cookies),
+                                              **({"remote_addr": ip} if ip else {}), **kwargs)
+        self.cookies.update({name: c.value for name, c in result.cookies.items() if c.value})
+        self.fields = {name: html.unescape(value) for name, value in
+                       re.findall(r'name="(csrf_token|request|fresh)" value="([^"]*)"', result.text)}
+        # The cookies, the form's token and an authorization code are secrets of the trail's scan.
+        code = re.search(r"[?&]code=([^&]+)", result.headers.get("location") or "")
+        self.w.secret(*self.cookies.values(), self.fields.get("csrf_token"), code.group(1) if code else None)
+        return result
+
+    def authorize(self, **kwargs):
+        query = urlencode({"response_type": "code", "client_id": self.oauth_client.client_id,
+                           "redirect_uri": self.REDIRECT, "scope": "openid email", "state": "s"})
+        return self.request("GET", "/oauth/authorize", query_string=query, **kwargs)
+
+    def post(self, action: str, fields: dict[str, str], **kwargs):
+        return self.request("POST", f"/oauth/authorize/{action}", body=urlencode({**self.fields, **fields}),
+                            content_type="application/x-www-form-urlencoded", **kwargs)
+
+    def sign_in(self, user: Account):
+        self.authorize()
+        return self.post("login", {"email": user.email, "password": PASSWORD})
+
+
+def oauth_authorized(w: World, rid: str, ip: str) -> Expect:
+    user, browser = w.account("authorizing"), OAuthBrowser(w, first_party=True)
+    assert browser.sign_in(user).status_code == 302
+    result = browser.authorize(rid=rid, ip=ip)
+    assert result.status_code == 302 and "code=" in result.headers["location"], result.text
+    return Expect(user.uuid, "user", user.uuid, {"client_id": browser.oauth_client.client_id, "scope": "openid email"})
+
+
+def oauth_consent_granted(w: World, rid: str, ip: str) -> Expect:
+    user, browser = w.account("consenting"), OAuthBrowser(w, first_party=False)
+    assert 'action="/oauth/authorize/consent"' in browser.sign_in(user).text
+    result = browser.post("consent", {"decision": "allow"}, rid=rid, ip=ip)
+    assert result.status_code == 302, result.text
+    return Expect(user.uuid, "user", user.uuid,
+                  {"client_id": browser.oauth_client.client_id, "scopes": ["email", "openid"]})
+
+
+def oauth_logout(w: World, rid: str, ip: str) -> Expect:
+    user, browser = w.account("leaving"), OAuthBrowser(w, first_party=True)
+    assert browser.sign_in(user).status_code == 302
+    op_session_uuid = browser.cookies["locky_op"].rpartition(".")[0]
+    result = browser.request("GET", "/oauth/logout", rid=rid, ip=ip)
+    assert result.status_code == 200, result.text
+    return Expect(user.uuid, "session", op_session_uuid, {"user_uuid": user.uuid, "sessions_ended": 1})
+
+
 def admin_granted(w: World, rid: str, ip: str) -> Expect:
     user = w.account("promoted", verified=True)
     assert "is now an admin" in w.cli("grant-admin", user.email).stdout
@@ -562,6 +633,9 @@ ACTIONS: dict[str, tuple[Callable[[World, str, str], Expect], ...]] = {
     "key.rotated": (key_rotated,),
     "webhook.created": (webhook_created,),
     "webhook.deleted": (webhook_deleted,),
+    "oauth.authorized": (oauth_authorized,),
+    "oauth.consent.granted": (oauth_consent_granted,),
+    "oauth.logout": (oauth_logout,),
 }
 CASES = [pytest.param(name, action, id=f"{name}-{action.__name__}" if len(actions) > 1 else name)
          for name, actions in ACTIONS.items() for action in actions]
