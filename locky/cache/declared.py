@@ -130,6 +130,15 @@ STORES: dict[str, dict[str, Effect]] = {
         "get": READ, "list": READ, "pending": READ,
         "queue": UNCACHED, "claim": UNCACHED, "succeeded": UNCACHED, "retry": UNCACHED, "failed": UNCACHED,
     },
+    # The OpenID provider's clients, consents and codes: read live where a request needs
+    # them (a client_credentials token reads its client by client_id); ending the logins
+    # of a deleted client or a withdrawn consent is the sessions' revoke_client.
+    "oauth_clients": {
+        **_RECORD_READS, "get_by_client_id": READ,
+        "create": UNCACHED, "update": UNCACHED, "delete": UNCACHED, "revoke_tokens": UNCACHED,
+    },
+    "consents": {"get": READ, "of_user": READ, "grant": UNCACHED, "withdraw": UNCACHED},
+    "oauth_codes": {"find": READ, "add": UNCACHED, "use": UNCACHED},
 }
 
 

@@ -45,10 +45,10 @@ from typing import Any, Callable
 import pytest
 
 from locky.errors import Conflict, Forbidden, Invalid, NotFound
-from locky.providers import BuiltinRole, Migration, SchemaState, Storage
+from locky.providers import BuiltinRole, DocumentPages, Migration, SchemaState, Storage
 from locky.records import (
-    FAILED, MAX_ID, PENDING, SUCCEEDED, UUID4, AuditEvent, Authenticated, Code, Delivery, Group, Letter, Member, Page,
-    Permission, SigningKey, TotpState, User, Webhook, utcnow,
+    FAILED, MAX_ID, PENDING, SUCCEEDED, UUID4, AuditEvent, Authenticated, AuthorizationCode, Code, Consent, Delivery,
+    Group, Letter, Member, OAuthClient, Page, Permission, SigningKey, TotpState, User, Webhook, utcnow,
 )
 from locky.webhooks.patterns import selects
 
@@ -186,6 +186,11 @@ def register_in_race(storage, round_: int, index: int):
 
 def create_group_in_race(storage, round_: int, index: int, owner_uuid: str):
     return storage.groups.create(name=f"racers {round_}", description="", owner_uuid=owner_uuid)
+
+
+def use_code_in_race(storage, round_: int, index: int):
+    """A racing process exchanges the authorization code ``race-<round>``: whether it won."""
+    return storage.oauth_codes.use(digest(f"race-{round_}"), now=utcnow()) is not None
 
 
 def hit_in_race(storage, round_: int, index: int, limit: int):
@@ -2260,6 +2265,330 @@ class StorageContract:
             self.delivery_fields(storage.deliveries.get(mine[0].id))]
         assert listed.items[0].status == SUCCEEDED and listed.next_after_id == mine[0].id
         assert [d.attempts for d in storage.deliveries.list(b.id).items] == [1, 0]
+
+    # -- OpenID provider: clients, consents, authorization codes -------------------------
+
+    @staticmethod
+    def oauth_client(storage, client_id: str = "s6BhdRkqt3Zm1xP0", **changes) -> OAuthClient:
+        """A client as the core registers one: a confidential app with a secret hash."""
+        values = dict(client_id=client_id, name="Example app", type="confidential",
+                      redirect_uris=("https://app.example.com/callback", "http://127.0.0.1:8080/cb"),
+                      post_logout_redirect_uris=("https://app.example.com/",),
+                      grant_types=("authorization_code", "refresh_token"), scopes=("openid", "email", "offline_access"),
+                      id_token_signed_response_alg="RS256", first_party=False, secret_hash=digest("secret"))
+        values.update(changes)
+        return storage.oauth_clients.create(**values)
+
+    @staticmethod
+    def client_fields(client: OAuthClient) -> tuple:
+        """Every field, times as aware UTC."""
+        return tuple(aware_or_none(v) if isinstance(v, datetime) else v
+                     for v in (getattr(client, f.name) for f in dataclasses.fields(client)))
+
+    def test_oauth_client_create_returns_the_stored_record(self, storage):
+        before = datetime.now(timezone.utc)
+        client = self.oauth_client(storage)
+        assert isinstance(client, OAuthClient)
+        self.assert_fresh_record(client, before)
+        assert (client.client_id, client.name, client.type, client.id_token_signed_response_alg, client.first_party,
+                client.secret_hash, client.token_generation) == (
+            "s6BhdRkqt3Zm1xP0", "Example app", "confidential", "RS256", False, digest("secret"), 0)
+        # The lists as tuples, in the order given.
+        assert client.redirect_uris == ("https://app.example.com/callback", "http://127.0.0.1:8080/cb")
+        assert client.post_logout_redirect_uris == ("https://app.example.com/",)
+        assert client.grant_types == ("authorization_code", "refresh_token")
+        assert client.scopes == ("openid", "email", "offline_access")
+        for found in (storage.oauth_clients.get(client.id), storage.oauth_clients.get_by_uuid(client.uuid),
+                      storage.oauth_clients.get_by_client_id(client.client_id)):
+            assert self.client_fields(found) == self.client_fields(client)
+        # A public client (no secret, empty lists), a first-party one, other lists as lists.
+        public = self.oauth_client(storage, "spa-client-0000001", type="public", secret_hash=None,
+                                   post_logout_redirect_uris=[], grant_types=["authorization_code"],
+                                   scopes=["openid"], first_party=True, id_token_signed_response_alg="ES256")
+        assert (public.type, public.secret_hash, public.post_logout_redirect_uris, public.grant_types,
+                public.scopes, public.first_party, public.id_token_signed_response_alg) == (
+            "public", None, (), ("authorization_code",), ("openid",), True, "ES256")
+        assert self.client_fields(storage.oauth_clients.get_by_client_id("spa-client-0000001")) == \
+            self.client_fields(public)
+        assert public.id > client.id and public.uuid != client.uuid
+        for unknown in ("nobody", "", None, 7, b"s6BhdRkqt3Zm1xP0", ["s6BhdRkqt3Zm1xP0"]):
+            assert storage.oauth_clients.get_by_client_id(unknown) is None, unknown
+
+    def test_oauth_client_id_is_unique_among_live_clients(self, storage):
+        first = self.oauth_client(storage)
+        with pytest.raises(Conflict) as taken:
+            self.oauth_client(storage, name="Another app")
+        assert "client_id" in taken.value.fields
+        assert self.oauth_client(storage, "S6BHDRKQT3ZM1XP0").client_id == "S6BHDRKQT3ZM1XP0"  # case matters
+        deleted = storage.oauth_clients.delete(first.id)
+        assert deleted.deleted_at is not None and deleted.client_id == first.client_id
+        assert storage.oauth_clients.get(first.id) is None
+        assert storage.oauth_clients.get_by_uuid(first.uuid) is None
+        assert storage.oauth_clients.get_by_client_id(first.client_id) is None
+        assert storage.oauth_clients.count() == 1
+        assert [c.client_id for c in storage.oauth_clients.list().items] == ["S6BHDRKQT3ZM1XP0"]
+        with pytest.raises(NotFound):
+            storage.oauth_clients.delete(first.id)
+        # Its client_id is free again once it is deleted.
+        again = self.oauth_client(storage, name="Again")
+        assert again.id != first.id and storage.oauth_clients.get_by_client_id(first.client_id).id == again.id
+
+    def test_concurrent_oauth_clients_of_one_client_id(self, storage):
+        results = run_together(6, lambda i: self.oauth_client(storage, "racing-client-00001", name=f"app {i}"))
+        made = [r for r in results if isinstance(r, OAuthClient)]
+        assert len(made) == 1, results
+        assert all(isinstance(r, Conflict) for r in results if not isinstance(r, OAuthClient)), results
+        assert storage.oauth_clients.count() == 1
+
+    def test_oauth_client_update(self, storage):
+        client = self.oauth_client(storage)
+        time.sleep(0.01)
+        updated = storage.oauth_clients.update(
+            client.id, name="Renamed", redirect_uris=["https://b.example.com/cb", "https://a.example.com/cb"],
+            post_logout_redirect_uris=(), grant_types=("authorization_code",), scopes=["openid"],
+            id_token_signed_response_alg="EdDSA", first_party=True, secret_hash=digest("rotated"))
+        assert (updated.id, updated.uuid, updated.client_id, updated.type, updated.token_generation) == (
+            client.id, client.uuid, client.client_id, client.type, 0)
+        assert (updated.name, updated.redirect_uris, updated.post_logout_redirect_uris, updated.grant_types,
+                updated.scopes, updated.id_token_signed_response_alg, updated.first_party, updated.secret_hash) == (
+            "Renamed", ("https://b.example.com/cb", "https://a.example.com/cb"), (), ("authorization_code",),
+            ("openid",), "EdDSA", True, digest("rotated"))
+        assert utc(updated.updated_at) > utc(client.updated_at) and utc(updated.created_at) == utc(client.created_at)
+        assert self.client_fields(storage.oauth_clients.get(client.id)) == self.client_fields(updated)
+        # None changes nothing; neither does the same value.
+        same = storage.oauth_clients.update(client.id, name=None, secret_hash=None, scopes=None)
+        assert self.client_fields(same) == self.client_fields(updated)
+        # What identifies a client, and what storage keeps, never changes.
+        for field, value in (("client_id", "other"), ("type", "public"), ("token_generation", 5),
+                             ("uuid", new_uuid()), ("created_at", utcnow()), ("deleted_at", utcnow())):
+            with pytest.raises(ValueError):
+                storage.oauth_clients.update(client.id, **{field: value})
+        assert self.client_fields(storage.oauth_clients.get(client.id)) == self.client_fields(updated)
+        with pytest.raises(NotFound):
+            storage.oauth_clients.update(MAX_ID, name="x")
+        storage.oauth_clients.delete(client.id)
+        with pytest.raises(NotFound):
+            storage.oauth_clients.update(client.id, name="x")
+
+    def test_oauth_clients_list_and_count(self, storage):
+        made = [self.oauth_client(storage, f"client-{i:02d}-0000000000", name=f"app {i}") for i in range(5)]
+        storage.oauth_clients.delete(made[1].id)
+        live = [c.id for c in made if c.id != made[1].id]
+        first = storage.oauth_clients.list(limit=2)
+        assert [c.id for c in first.items] == live[:2] and first.next_after_id == live[1]
+        rest = storage.oauth_clients.list(after_id=first.next_after_id, limit=2)
+        assert [c.id for c in rest.items] == live[2:] and rest.next_after_id is None
+        assert all(isinstance(c, OAuthClient) for c in first.items + rest.items)
+        assert storage.oauth_clients.count() == 4
+        with pytest.raises(ValueError):
+            storage.oauth_clients.list(client_id="client-00-0000000000")
+        if isinstance(storage.oauth_clients, DocumentPages):  # optional: the same pages as documents
+            fields = (("id", "value"), ("client_id", "value"), ("first_party", "bool"), ("deleted_at", "timestamp"))
+            documents = storage.oauth_clients.list_documents(fields, limit=2)
+            assert documents.items == [{"id": c.id, "client_id": c.client_id, "first_party": False, "deleted_at": None}
+                                       for c in first.items]
+            assert documents.next_after_id == first.next_after_id
+
+    def test_revoke_tokens_moves_the_generation_on_by_one(self, storage):
+        client = self.oauth_client(storage)
+        other = self.oauth_client(storage, "another-client-000001")
+        moved = storage.oauth_clients.revoke_tokens(client.id)
+        assert isinstance(moved, OAuthClient) and moved.token_generation == 1
+        assert storage.oauth_clients.revoke_tokens(client.id).token_generation == 2
+        assert storage.oauth_clients.get_by_client_id(client.client_id).token_generation == 2
+        assert storage.oauth_clients.get(other.id).token_generation == 0
+        # Nothing else of the client changes.
+        kept = self.client_fields(storage.oauth_clients.get(client.id))
+        assert kept[:-1] == self.client_fields(client)[:-1]
+        storage.oauth_clients.delete(client.id)
+        assert storage.oauth_clients.revoke_tokens(client.id) is None
+        assert storage.oauth_clients.revoke_tokens(MAX_ID) is None
+        assert storage.oauth_clients.revoke_tokens(0) is None
+
+    def test_concurrent_token_revocations_each_count(self, storage):
+        client = self.oauth_client(storage)
+        for round_ in range(1, 4):
+            results = run_together(6, lambda i: storage.oauth_clients.revoke_tokens(client.id))
+            assert all(isinstance(r, OAuthClient) for r in results), results
+            # Each call moved it by one: every answer is a different generation.
+            assert sorted(r.token_generation for r in results) == list(range(6 * round_ - 5, 6 * round_ + 1))
+            assert storage.oauth_clients.get(client.id).token_generation == 6 * round_
+
+    # consents
+
+    ADA_APP = "consenting-client-001"
+
+    def test_consent_grant_adds_scopes(self, storage):
+        ada = self.user(storage)
+        assert storage.consents.get(ada.uuid, self.ADA_APP) is None
+        before = datetime.now(timezone.utc)
+        first = storage.consents.grant(ada.uuid, self.ADA_APP, ["openid", "email", "openid"])
+        assert isinstance(first, Consent)
+        assert isinstance(first.id, int) and UUID4.fullmatch(first.uuid)
+        assert (first.user_uuid, first.client_id, first.scopes) == (ada.uuid, self.ADA_APP, ("email", "openid"))
+        assert first.created_at == first.updated_at
+        assert before - timedelta(seconds=2) <= utc(first.created_at) <= datetime.now(timezone.utc) + timedelta(seconds=2)
+        assert storage.consents.get(ada.uuid, self.ADA_APP) == first
+        # Allowing what is allowed already changes nothing.
+        assert storage.consents.grant(ada.uuid, self.ADA_APP, ("email",)) == first
+        time.sleep(0.01)
+        grown = storage.consents.grant(ada.uuid, self.ADA_APP, ["profile", "groups"])
+        assert (grown.id, grown.uuid, grown.scopes) == (first.id, first.uuid, ("email", "groups", "openid", "profile"))
+        assert utc(grown.created_at) == utc(first.created_at) and utc(grown.updated_at) > utc(first.updated_at)
+        assert storage.consents.get(ada.uuid, self.ADA_APP) == grown
+        # Another user's, another client's: not this one.
+        assert storage.consents.get(ada.uuid, "another-client") is None
+        assert storage.consents.get(new_uuid(), self.ADA_APP) is None
+        for not_text in (None, 5, b"x"):
+            assert storage.consents.get(not_text, self.ADA_APP) is None
+            assert storage.consents.get(ada.uuid, not_text) is None
+
+    def test_consents_of_a_user_and_withdrawing_one(self, storage):
+        ada = self.user(storage)
+        bob = self.user(storage, "bob@example.com", "Bob")
+        mine = [storage.consents.grant(ada.uuid, f"client-{n}", ["openid"]) for n in (3, 1, 2)]
+        storage.consents.grant(bob.uuid, "client-1", ["openid", "email"])
+        assert storage.consents.of_user(ada.uuid) == mine  # oldest first
+        assert [c.client_id for c in storage.consents.of_user(bob.uuid)] == ["client-1"]
+        assert storage.consents.of_user(new_uuid()) == []
+        assert storage.consents.withdraw(ada.uuid, "client-1") is True
+        assert storage.consents.withdraw(ada.uuid, "client-1") is False
+        assert storage.consents.get(ada.uuid, "client-1") is None
+        assert [c.client_id for c in storage.consents.of_user(ada.uuid)] == ["client-3", "client-2"]
+        assert storage.consents.get(bob.uuid, "client-1").scopes == ("email", "openid")  # bob's stays
+        assert storage.consents.withdraw(new_uuid(), "client-3") is False
+        assert storage.consents.withdraw(None, "client-3") is False
+        # Allowing again starts afresh.
+        again = storage.consents.grant(ada.uuid, "client-1", ["email"])
+        assert again.scopes == ("email",) and again.uuid != mine[1].uuid
+        assert [c.client_id for c in storage.consents.of_user(ada.uuid)] == ["client-3", "client-2", "client-1"]
+
+    def test_concurrent_first_consents_make_one(self, storage):
+        ada = self.user(storage)
+        scopes = ["openid", "email", "profile", "groups", "offline_access", "openid"]
+        results = run_together(6, lambda i: storage.consents.grant(ada.uuid, self.ADA_APP, [scopes[i]]))
+        assert all(isinstance(r, Consent) for r in results), results
+        assert len({r.uuid for r in results}) == 1, results
+        assert storage.consents.get(ada.uuid, self.ADA_APP).scopes == tuple(sorted(set(scopes)))
+        assert len(storage.consents.of_user(ada.uuid)) == 1
+
+    # authorization codes
+
+    def authorization_code(self, storage, name: str = "code", *, expires_at: datetime | None = None,
+                           **changes) -> AuthorizationCode:
+        values = dict(code_hash=digest(name), client_id="s6BhdRkqt3Zm1xP0", user_uuid="5f3a1c2e-0000-4000-8000-00000000000a",
+                      redirect_uri="https://app.example.com/callback?tenant=a&x=%20y", scope="openid email",
+                      nonce="n-0S6_WzA2Mj", code_challenge="E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+                      code_challenge_method="S256", auth_time=(utcnow() - timedelta(minutes=3)).replace(microsecond=123456),
+                      amr=["pwd", "otp"], op_session_uuid="a0000000-0000-4000-8000-000000000000",
+                      session_uuid=new_uuid(), expires_at=expires_at or utcnow() + timedelta(minutes=1))
+        values.update(changes)
+        return storage.oauth_codes.add(**values)
+
+    @staticmethod
+    def code_fields(code: AuthorizationCode) -> tuple:
+        return tuple(aware_or_none(v) if isinstance(v, datetime) else v
+                     for v in (getattr(code, f.name) for f in dataclasses.fields(code)))
+
+    def test_authorization_code_add_and_find(self, storage):
+        before = datetime.now(timezone.utc)
+        auth_time = (utcnow() - timedelta(minutes=3)).replace(microsecond=123456)
+        expires = (utcnow() + timedelta(minutes=1)).replace(microsecond=654321)
+        code = self.authorization_code(storage, auth_time=auth_time, expires_at=expires,
+                                       session_uuid="c0000000-0000-4000-8000-000000000000")
+        assert isinstance(code, AuthorizationCode) and isinstance(code.id, int) and code.id > 0
+        assert (code.code_hash, code.client_id, code.user_uuid, code.redirect_uri, code.scope, code.nonce,
+                code.code_challenge, code.code_challenge_method, code.amr, code.op_session_uuid, code.session_uuid,
+                code.used_at) == (
+            digest("code"), "s6BhdRkqt3Zm1xP0", "5f3a1c2e-0000-4000-8000-00000000000a",
+            "https://app.example.com/callback?tenant=a&x=%20y", "openid email", "n-0S6_WzA2Mj",
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM", "S256", ("pwd", "otp"),
+            "a0000000-0000-4000-8000-000000000000", "c0000000-0000-4000-8000-000000000000", None)
+        assert utc(code.auth_time) == utc(auth_time) and utc(code.expires_at) == utc(expires)
+        assert before - timedelta(seconds=2) <= utc(code.created_at) <= datetime.now(timezone.utc) + timedelta(seconds=2)
+        assert self.code_fields(storage.oauth_codes.find(digest("code"))) == self.code_fields(code)
+        # What may be missing: no nonce, no PKCE, no OP session, no amr.
+        bare = self.authorization_code(storage, "bare", nonce=None, code_challenge=None, code_challenge_method=None,
+                                       op_session_uuid=None, amr=())
+        assert (bare.nonce, bare.code_challenge, bare.code_challenge_method, bare.op_session_uuid, bare.amr) == (
+            None, None, None, None, ())
+        assert self.code_fields(storage.oauth_codes.find(digest("bare"))) == self.code_fields(bare)
+        assert storage.oauth_codes.find(digest("unknown")) is None
+        for not_text in (None, 5, b"x"):
+            assert storage.oauth_codes.find(not_text) is None
+
+    def test_authorization_code_is_used_once_and_stays_findable(self, storage):
+        code = self.authorization_code(storage)
+        moment = utcnow()
+        used = storage.oauth_codes.use(digest("code"), now=moment)
+        assert isinstance(used, AuthorizationCode) and utc(used.used_at) == utc(moment)
+        assert self.code_fields(used)[:-1] == self.code_fields(code)[:-1]
+        assert storage.oauth_codes.use(digest("code"), now=utcnow()) is None
+        # Still findable, used: a second exchange is noticed.
+        found = storage.oauth_codes.find(digest("code"))
+        assert found is not None and utc(found.used_at) == utc(moment)
+        assert storage.oauth_codes.use(digest("unknown"), now=utcnow()) is None
+        assert storage.oauth_codes.use(None, now=utcnow()) is None
+
+    def test_an_expired_authorization_code_is_refused_and_not_spent(self, storage):
+        expires = (utcnow() + timedelta(minutes=1)).replace(microsecond=0)
+        self.authorization_code(storage, expires_at=expires)
+        assert storage.oauth_codes.use(digest("code"), now=expires) is None  # it must expire *after* now
+        assert storage.oauth_codes.use(digest("code"), now=expires + timedelta(seconds=1)) is None
+        assert storage.oauth_codes.find(digest("code")).used_at is None
+        assert storage.oauth_codes.use(digest("code"), now=expires - timedelta(seconds=1)) is not None
+
+    def test_concurrent_exchanges_of_one_code_let_one_through(self, storage):
+        for round_ in range(10):
+            self.authorization_code(storage, f"race-{round_}")
+            results = run_together(2 if round_ % 2 else 6,
+                                   lambda i: storage.oauth_codes.use(digest(f"race-{round_}"), now=utcnow()))
+            assert len([r for r in results if isinstance(r, AuthorizationCode)]) == 1, (round_, results)
+            assert all(r is None for r in results if not isinstance(r, AuthorizationCode)), (round_, results)
+
+    def test_exchanges_racing_across_processes_let_one_through(self, storage, other_processes):
+        for round_ in range(ROUNDS):
+            self.authorization_code(storage, f"race-{round_}")
+        rounds = race_in_processes(other_processes, use_code_in_race)
+        for number, outcomes in enumerate(rounds):
+            assert sorted(outcomes) == [("value", False)] * (PROCESSES - 1) + [("value", True)], (number, outcomes)
+
+    def test_adding_an_authorization_code_prunes_codes_expired_a_day_ago(self, storage):
+        now = utcnow()
+        self.authorization_code(storage, "old", expires_at=now - timedelta(days=2))
+        self.authorization_code(storage, "recent", expires_at=now - timedelta(hours=1))
+        storage.oauth_codes.use(digest("recent"), now=now - timedelta(hours=2))
+        self.authorization_code(storage, "fresh")
+        assert storage.oauth_codes.find(digest("old")) is None
+        assert storage.oauth_codes.find(digest("recent")).used_at is not None  # kept for a day: reuse is noticed
+        assert storage.oauth_codes.find(digest("fresh")) is not None
+
+    def test_atomic_undoes_the_openid_providers_writes(self, storage):
+        ada = self.user(storage)
+        client = self.oauth_client(storage)
+        self.authorization_code(storage, "kept")
+        with pytest.raises(RuntimeError):
+            with storage.atomic():
+                self.oauth_client(storage, "made-in-the-block-01")
+                storage.oauth_clients.update(client.id, name="Renamed")
+                storage.oauth_clients.revoke_tokens(client.id)
+                storage.consents.grant(ada.uuid, client.client_id, ["openid"])
+                self.authorization_code(storage, "made")
+                assert storage.oauth_codes.use(digest("kept"), now=utcnow()) is not None
+                storage.sessions.create(uuid=self.SESSION, user_uuid=ada.uuid, refresh_jti="j", client_id="x",
+                                        scope="openid", op_session_uuid=None, amr=["pwd"])
+                raise RuntimeError("the block fails")
+        assert storage.oauth_clients.get_by_client_id("made-in-the-block-01") is None
+        assert self.client_fields(storage.oauth_clients.get(client.id)) == self.client_fields(client)
+        assert storage.consents.get(ada.uuid, client.client_id) is None
+        assert storage.oauth_codes.find(digest("made")) is None
+        assert storage.oauth_codes.find(digest("kept")).used_at is None
+        assert storage.sessions.authenticate(self.SESSION) is None
+        with storage.atomic():
+            storage.consents.grant(ada.uuid, client.client_id, ["openid"])
+            storage.oauth_codes.use(digest("kept"), now=utcnow())
+        assert storage.consents.get(ada.uuid, client.client_id).scopes == ("openid",)
+        assert storage.oauth_codes.find(digest("kept")).used_at is not None
 
     # -- atomic blocks ------------------------------------------------------------
 

@@ -11,8 +11,9 @@ Registered as the storage provider ``pony``; the engine is chosen by
   :mod:`.inserts` (a create's record built from the values it wrote);
 - :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes),
   :mod:`.sessions` (login sessions, the login throttle, grants), :mod:`.lifecycle`
-  (single-use codes, the mail outbox, TOTP, signing keys) and :mod:`.audit` (the audit
-  trail, webhooks and their deliveries);
+  (single-use codes, the mail outbox, TOTP, signing keys), :mod:`.audit` (the audit
+  trail, webhooks and their deliveries) and :mod:`.oauth` (the OpenID provider's clients,
+  consents and authorization codes);
 - :mod:`.compat`: every use of Pony's private API, each said why and tested against the
   installed Pony (``tests/test_pony_compat.py``);
 - :mod:`.pool` and :mod:`.replicas`: where statements run; :mod:`.notify`,
@@ -37,6 +38,7 @@ from .deadline import WATCHDOG
 from .guard import CONFLICT, classify, from_database, transaction, unavailable, writes_refused
 from .lifecycle import CodeStore, KeyStore, Outbox, TotpStore
 from .notify import open_bus
+from .oauth import AuthorizationCodeStore, ConsentStore, OAuthClientStore
 from .reader import Reader
 from .replicas import REPLICA_POOL_WAIT, Replicas
 from .revision_bus import RevisionBus
@@ -67,6 +69,9 @@ class PonyStorage:
         self.audit = AuditStore(e)
         self.webhooks = WebhookStore(e, self.reader)
         self.deliveries = DeliveryStore(e, self.reader)
+        self.oauth_clients = OAuthClientStore(e, self.reader)
+        self.consents = ConsentStore(e, self.reader)
+        self.oauth_codes = AuthorizationCodeStore(e, self.reader)
         self.read_committed = self.db.provider.dialect == "MySQL"
 
     @contextmanager

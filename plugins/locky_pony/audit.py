@@ -18,7 +18,7 @@ from locky.storage import FAILED, PENDING, SUCCEEDED, selects
 
 from .guard import transaction
 from .inserts import insert
-from .lifecycle import _skip_locked
+from .lifecycle import skip_locked
 from .reader import Reader
 from .reads import RecordReads, is_id, record_builder
 
@@ -139,7 +139,7 @@ class DeliveryStore:
         due = Delivery.select(lambda d: d.next_attempt_at <= now and (d.held_until is None or d.held_until <= now))
         if not due.exists():  # the usual answer, read without taking a lock
             return []
-        rows = _skip_locked(due.order_by(Delivery.next_attempt_at, Delivery.id), Delivery).limit(limit)
+        rows = skip_locked(due.order_by(Delivery.next_attempt_at, Delivery.id), Delivery).limit(limit)
         held = now + timedelta(seconds=lease)
         for row in rows:
             row.held_until = held

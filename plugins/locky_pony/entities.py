@@ -259,6 +259,68 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         last_attempt_at = Optional(datetime, precision=6)
         composite_index(webhook_id, id)
 
+    class OAuthClientRow(db.Entity):
+        # An OAuth 2 / OpenID Connect client (docs/http/oauth.md), soft-deleted like the
+        # records: ``client_id`` is unique among live clients. The lists keep the order
+        # the admin gave (JSON arrays). Schema step 9.
+        _table_options_ = options
+        _table_ = "locky_oauth_clients"
+        id = PrimaryKey(int, auto=True, size=64)
+        uuid = Required(str, 36, unique=True, autostrip=False)
+        created_at = Required(datetime, precision=6)
+        updated_at = Required(datetime, precision=6)
+        deleted_at = Optional(datetime, precision=6)
+        del_token = Required(int, size=64, default=0)
+        client_id = Required(str, 64, autostrip=False)
+        name = Required(str, 255, autostrip=False)
+        type = Required(str, 16, autostrip=False)
+        redirect_uris = Required(Json, optimistic=False)
+        post_logout_redirect_uris = Required(Json, optimistic=False)
+        grant_types = Required(Json, optimistic=False)
+        scopes = Required(Json, optimistic=False)
+        id_token_signed_response_alg = Required(str, 16, autostrip=False)
+        first_party = Required(bool, default=False)
+        secret_hash = Optional(str, 64, nullable=True, autostrip=False)
+        token_generation = Required(int, size=64, default=0)
+        composite_key(client_id, del_token)
+        composite_index(del_token, id)
+
+    class ConsentRow(db.Entity):
+        # What one user allowed one client: the sorted scopes (a JSON array). Deleted
+        # when the user withdraws it.
+        _table_options_ = options
+        _table_ = "locky_consents"
+        id = PrimaryKey(int, auto=True, size=64)
+        uuid = Required(str, 36, unique=True, autostrip=False)
+        user_uuid = Required(str, 36, autostrip=False)
+        client_id = Required(str, 64, autostrip=False)
+        scopes = Required(Json, optimistic=False)
+        created_at = Required(datetime, precision=6)
+        updated_at = Required(datetime, precision=6)
+        composite_key(user_uuid, client_id)
+
+    class AuthorizationCodeRow(db.Entity):
+        # An authorization code, kept only as its SHA-256 hash, single-use; kept a day
+        # after it expired so that a second use is noticed, then pruned by later adds.
+        _table_options_ = options
+        _table_ = "locky_oauth_codes"
+        id = PrimaryKey(int, auto=True, size=64)
+        code_hash = Required(str, 64, unique=True, autostrip=False)
+        client_id = Required(str, 64, autostrip=False)
+        user_uuid = Required(str, 36, autostrip=False)
+        redirect_uri = Required(str, 2048, autostrip=False)
+        scope = Required(str, 1024, autostrip=False)
+        nonce = Optional(str, 1024, nullable=True, autostrip=False)
+        code_challenge = Optional(str, 128, nullable=True, autostrip=False)
+        code_challenge_method = Optional(str, 16, nullable=True, autostrip=False)
+        auth_time = Required(datetime, precision=6)
+        amr = Optional(str, 255, default="", autostrip=False)
+        op_session_uuid = Optional(str, 36, nullable=True, autostrip=False)
+        session_uuid = Required(str, 36, autostrip=False)
+        created_at = Required(datetime, precision=6)
+        expires_at = Required(datetime, precision=6, index="idx_locky_oauth_codes__expires_at")
+        used_at = Optional(datetime, precision=6)
+
     class MetaRow(db.Entity):
         _table_options_ = options
         _table_ = "locky_meta"
@@ -280,5 +342,8 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         Audit=AuditRow,
         Webhook=WebhookRow,
         Delivery=DeliveryRow,
+        OAuthClient=OAuthClientRow,
+        Consent=ConsentRow,
+        AuthorizationCode=AuthorizationCodeRow,
         Meta=MetaRow,
     )

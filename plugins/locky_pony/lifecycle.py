@@ -35,7 +35,7 @@ totp_record = record_builder(TotpState)
 key_record = record_builder(SigningKey)
 
 
-def _skip_locked(query, entity):
+def skip_locked(query, entity):
     """``FOR UPDATE SKIP LOCKED`` where the engine has row locks: rows another
     transaction holds are its business. SQLite's write lock serializes anyway."""
     if dialect_of(entity) == "SQLite":
@@ -52,7 +52,7 @@ class CodeStore:
     def add(self, *, code_hash: str, purpose: str, user_uuid: str, email: str, expires_at: datetime) -> Code:
         now = utcnow()
         cutoff = now - CODE_RETENTION
-        ended = _skip_locked(self.e.Code.select(lambda c: c.expires_at < cutoff), self.e.Code)
+        ended = skip_locked(self.e.Code.select(lambda c: c.expires_at < cutoff), self.e.Code)
         for row in ended.limit(PRUNE_BATCH):
             row.delete()
         row = self.e.Code(code_hash=code_hash, purpose=purpose, user_uuid=user_uuid, email=email,
@@ -101,7 +101,7 @@ class Outbox:
         due = self.e.Letter.select(lambda l: l.due_at <= now and (l.held_until is None or l.held_until <= now))
         if not due.exists():  # the usual answer, read without taking a lock (SQLite: its write lock)
             return []
-        rows = _skip_locked(due.order_by(self.e.Letter.due_at, self.e.Letter.id), self.e.Letter).limit(limit)
+        rows = skip_locked(due.order_by(self.e.Letter.due_at, self.e.Letter.id), self.e.Letter).limit(limit)
         held = now + timedelta(seconds=lease)
         for row in rows:
             row.held_until = held

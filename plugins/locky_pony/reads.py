@@ -11,7 +11,8 @@ the kinds that are soft-deleted (a ``del_token`` column) only live rows
 (``del_token = 0``) are read.
 
 Users, groups, members, roles, sessions, webhooks, webhook deliveries, TOTP states,
-single-use codes (by hash) and the active signing key read here. What still reads
+single-use codes (by hash), the active signing key of each algorithm, OAuth clients,
+consents and authorization codes (by hash) read here. What still reads
 through Pony's entities, and why: a write's own reads (it locks the row first and
 decides on what the lock found, :mod:`.stores`); the audit trail's list (ranges and a
 prefix, which this module's equality filters do not express; an operator's page, not
@@ -77,6 +78,11 @@ SHAPES: dict[str, Callable[[Any], Any]] = {
     "recovery_hashes": lambda value: tuple((value or "").split()),
     # How a user authenticated (a session's, an authorization code's): space-separated.
     "amr": lambda value: tuple((value or "").split()),
+    # An OAuth client's lists and a consent's scopes: JSON arrays.
+    "redirect_uris": lambda value: tuple(_json(value)),
+    "post_logout_redirect_uris": lambda value: tuple(_json(value)),
+    "grant_types": lambda value: tuple(_json(value)),
+    "scopes": lambda value: tuple(_json(value)),
 }
 
 
@@ -204,6 +210,15 @@ class RecordReads:
             f"SELECT {self.select_list} FROM {self.columns.table} WHERE {self._where(names)}"), packed=True)
         rows = self.reader.select(statement, tuple(values[n] for n in names))
         return self.columns.build(rows[0]) if rows else None
+
+    def every(self, **values: Any) -> list:
+        """Every live record with these column values, in id order (a few: a user's
+        consents)."""
+        names = tuple(sorted(values))
+        statement = self._statement(("every", names), lambda: (
+            f"SELECT {self.select_list} FROM {self.columns.table} WHERE {self._where(names)}"
+            f" ORDER BY {self.id_col}"), packed=True)
+        return [self.columns.build(row) for row in self.reader.select(statement, tuple(values[n] for n in names))]
 
     def page(self, after_id: int, limit: int, given: dict[str, Any]) -> Page:
         """Live records matching ``given`` with ``id > after_id``, in id order."""

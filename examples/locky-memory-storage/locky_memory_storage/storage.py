@@ -42,8 +42,9 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
 from locky import (
-    AuditEvent, Authenticated, Code, Conflict, Delivery, Group, Invalid, Letter, Member, Migration, NotFound, Page,
-    Permission, Role, SchemaState, Session, SigningKey, TotpState, User, Webhook, utcnow,
+    AuditEvent, Authenticated, AuthorizationCode, Code, Conflict, Consent, Delivery, Group, Invalid, Letter, Member,
+    Migration, NotFound, OAuthClient, Page, Permission, Role, SchemaState, Session, SigningKey, TotpState, User,
+    Webhook, utcnow,
 )
 from locky.storage import FAILED, PENDING, SUCCEEDED, selects
 
@@ -1111,6 +1112,153 @@ class DeliveryStore:
             return len(self.pending_rows)
 
 
+class OAuthClientStore(_Records):
+    """OAuth clients, soft-deleted like the other records: ``client_id`` unique among
+    live clients. The lists are kept as tuples in the order given."""
+
+    UPDATABLE = ("name", "redirect_uris", "post_logout_redirect_uris", "grant_types", "scopes",
+                 "id_token_signed_response_alg", "first_party", "secret_hash")
+    LISTS = ("redirect_uris", "post_logout_redirect_uris", "grant_types", "scopes")
+
+    def _taken(self, client_id: str) -> bool:
+        return any(c.client_id == client_id for c in self._live_where())
+
+    def create(self, *, client_id: str, name: str, type: str, redirect_uris: Iterable[str],
+               post_logout_redirect_uris: Iterable[str], grant_types: Iterable[str], scopes: Iterable[str],
+               id_token_signed_response_alg: str, first_party: bool, secret_hash: str | None) -> OAuthClient:
+        with self.lock:
+            if self._taken(client_id):
+                raise Conflict("client_id")
+            return self._insert(lambda id, uuid, stamp: OAuthClient(
+                id=id, uuid=uuid, client_id=client_id, name=name, type=type, redirect_uris=tuple(redirect_uris),
+                post_logout_redirect_uris=tuple(post_logout_redirect_uris), grant_types=tuple(grant_types),
+                scopes=tuple(scopes), id_token_signed_response_alg=id_token_signed_response_alg,
+                first_party=first_party, created_at=stamp, updated_at=stamp, deleted_at=None,
+                secret_hash=secret_hash,
+            ))
+
+    def get_by_client_id(self, client_id: str) -> OAuthClient | None:
+        if not isinstance(client_id, str):
+            return None
+        with self.lock:
+            found = self._live_where(client_id=client_id)
+            return found[0] if found else None
+
+    def update(self, id: int, **changes: Any) -> OAuthClient:
+        changes = {name: tuple(value) if name in self.LISTS and value is not None else value
+                   for name, value in changes.items()}
+        with self.lock:
+            client = self._live_or_404(id)
+            changed = self._changed(client, changes, self.UPDATABLE)
+            return self._store(dataclasses.replace(client, **changed, updated_at=now())) if changed else client
+
+    def revoke_tokens(self, id: int) -> OAuthClient | None:
+        with self.lock:
+            client = self._live(id)
+            if client is None:
+                return None
+            return self._store(dataclasses.replace(client, token_generation=client.token_generation + 1))
+
+
+class ConsentStore:
+    """One consent per (user, client), in the order they were first given."""
+
+    def __init__(self, db: "MemoryStorage"):
+        self.lock = db.lock
+        self.rows: dict[tuple[str, str], Consent] = {}
+        self._last_id = 0
+
+    def _snapshot(self):
+        return dict(self.rows), self._last_id
+
+    def _restore(self, state) -> None:
+        self.rows, self._last_id = state
+
+    def get(self, user_uuid: str, client_id: str) -> Consent | None:
+        with self.lock:
+            return self.rows.get((user_uuid, client_id)) if isinstance(user_uuid, str) else None
+
+    def grant(self, user_uuid: str, client_id: str, scopes: Iterable[str]) -> Consent:
+        with self.lock:
+            found = self.rows.get((user_uuid, client_id))
+            stamp = now()
+            if found is None:
+                self._last_id += 1
+                consent = Consent(id=self._last_id, uuid=new_uuid(), user_uuid=user_uuid, client_id=client_id,
+                                  scopes=tuple(sorted(set(scopes))), created_at=stamp, updated_at=stamp)
+            else:
+                union = tuple(sorted(set(found.scopes) | set(scopes)))
+                if union == found.scopes:
+                    return found
+                consent = dataclasses.replace(found, scopes=union, updated_at=stamp)
+            self.rows[(user_uuid, client_id)] = consent
+            return consent
+
+    def of_user(self, user_uuid: str) -> list[Consent]:
+        with self.lock:
+            return sorted((c for c in self.rows.values() if c.user_uuid == user_uuid), key=lambda c: c.id)
+
+    def withdraw(self, user_uuid: str, client_id: str) -> bool:
+        with self.lock:
+            if not isinstance(user_uuid, str) or not isinstance(client_id, str):
+                return False
+            return self.rows.pop((user_uuid, client_id), None) is not None
+
+
+class AuthorizationCodeStore:
+    """Authorization codes by hash; a used one stays findable until pruned, a day after
+    it expired."""
+
+    #: Codes that expired a day or more ago that one ``add`` deletes, at most.
+    PRUNE_BATCH = 100
+
+    def __init__(self, db: "MemoryStorage"):
+        self.lock = db.lock
+        self.rows: dict[str, AuthorizationCode] = {}  # insertion (so creation) order
+        self._last_id = 0
+
+    def _snapshot(self):
+        return dict(self.rows), self._last_id
+
+    def _restore(self, state) -> None:
+        self.rows, self._last_id = state
+
+    def add(self, *, code_hash: str, client_id: str, user_uuid: str, redirect_uri: str, scope: str,
+            nonce: str | None, code_challenge: str | None, code_challenge_method: str | None,
+            auth_time: datetime, amr: Iterable[str], op_session_uuid: str | None, session_uuid: str,
+            expires_at: datetime) -> AuthorizationCode:
+        with self.lock:
+            stamp = now()
+            cutoff = stamp - timedelta(days=1)
+            stale = [key for key, code in self.rows.items() if code.expires_at < cutoff][:self.PRUNE_BATCH]
+            for key in stale:
+                del self.rows[key]
+            if code_hash in self.rows:
+                raise Conflict("code_hash")
+            self._last_id += 1
+            code = AuthorizationCode(
+                id=self._last_id, code_hash=code_hash, client_id=client_id, user_uuid=user_uuid,
+                redirect_uri=redirect_uri, scope=scope, nonce=nonce, code_challenge=code_challenge,
+                code_challenge_method=code_challenge_method, auth_time=aware(auth_time), amr=tuple(amr),
+                op_session_uuid=op_session_uuid, session_uuid=session_uuid, created_at=stamp,
+                expires_at=aware(expires_at))
+            self.rows[code_hash] = code
+            return code
+
+    def find(self, code_hash: str) -> AuthorizationCode | None:
+        with self.lock:
+            return self.rows.get(code_hash) if isinstance(code_hash, str) else None
+
+    def use(self, code_hash: str, *, now: datetime) -> AuthorizationCode | None:
+        with self.lock:  # find and mark under one lock: one of concurrent exchanges wins
+            code = self.rows.get(code_hash) if isinstance(code_hash, str) else None
+            if code is None or code.used_at is not None or code.expires_at <= aware(now):
+                return None
+            used = dataclasses.replace(code, used_at=aware(now))
+            self.rows[code_hash] = used
+            return used
+
+
 class MemoryStorage:
     """The ``memory`` storage provider: a :class:`locky.Storage` in one process's memory."""
 
@@ -1132,10 +1280,13 @@ class MemoryStorage:
         self.audit = AuditStore(self)
         self.webhooks = WebhookStore(self)
         self.deliveries = DeliveryStore(self)
+        self.oauth_clients = OAuthClientStore(self)
+        self.consents = ConsentStore(self)
+        self.oauth_codes = AuthorizationCodeStore(self)
         self._depth = 0  # how many atomic() blocks are open (in the thread holding the lock)
 
     _STORES = ("users", "groups", "members", "roles", "sessions", "throttle", "grants", "codes", "outbox", "totp",
-               "keys", "audit", "webhooks", "deliveries")
+               "keys", "audit", "webhooks", "deliveries", "oauth_clients", "consents", "oauth_codes")
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:

@@ -36,6 +36,12 @@ class Ddl:
         body = ",\n".join(f"  {self.name(column.split(' ', 1)[0])} {column.split(' ', 1)[1]}" for column in columns)
         return f"CREATE TABLE {self.name(name)} (\n{body}\n){self.table_options}"
 
+    def unique(self, table: str, *columns: str) -> str:
+        """The unique key Pony names ``unq_<table>__<columns>`` (``composite_key``), as a
+        unique index: the same on every engine, and a statement of its own."""
+        return (f"CREATE UNIQUE INDEX {self.name(f'unq_{table}__' + '_'.join(columns))} ON {self.name(table)}"
+                f" ({', '.join(self.name(c) for c in columns)})")
+
     def index(self, table: str, *columns: str) -> str:
         """The index Pony names ``idx_<table>__<columns>``."""
         return (f"CREATE INDEX {self.name(f'idx_{table}__' + '_'.join(columns))} ON {self.name(table)}"
