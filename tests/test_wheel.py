@@ -176,3 +176,11 @@ def test_the_wheel_carries_the_licence(wheel, names):
     text = read(wheel, metadata)
     assert "License-Expression: Apache-2.0" in text
     assert "License-File: LICENSE" in text
+
+
+def test_the_wheel_holds_the_openid_providers_package_and_its_page_templates(names):
+    templates = sorted(path.name for path in (ROOT / "locky" / "oauth" / "templates").glob("*.html"))
+    assert {"base.html", "signin.html", "code.html", "consent.html"} <= set(templates)
+    for name in templates:
+        assert f"locky/oauth/templates/{name}" in names, name
+    assert "locky/oauth/authorize.py" in names and "locky/oauth/server.py" in names
