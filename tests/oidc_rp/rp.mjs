@@ -13,7 +13,7 @@ import * as client from 'openid-client'
 import assert from 'node:assert/strict'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { Browser, forms, inputValue, totp } from './browser.mjs'
-import { check, finish, jwtPart, refused } from './checks.mjs'
+import { check, finish, jwtPart, oauthError, refused } from './checks.mjs'
 
 const cfg = JSON.parse(process.env.RP_CONFIG)
 const ISSUER = new URL(cfg.issuer)
@@ -86,6 +86,16 @@ async function silentLogin (browser, config, scope = 'openid email profile group
 const exchange = (config, login) => client.authorizationCodeGrant(config, login.callback, {
   pkceCodeVerifier: login.verifier, expectedState: login.state, expectedNonce: login.nonce, idTokenExpected: true
 })
+
+/** `promise`, its failure named by `label` (a check of several calls says which one failed). */
+async function step (label, promise) {
+  try {
+    return await promise
+  } catch (error) {
+    error.message = `${label}: ${error.message} (${oauthError(error) ?? error.status ?? ''})`
+    throw error
+  }
+}
 
 const userinfoRefused = (config, token, sub) => refused(client.fetchUserInfo(config, token, sub))
 
@@ -415,9 +425,11 @@ async function errors () {
 /** A client_credentials token's use on Locky's own API: authz checks yes, user lists no. */
 async function asMachine (config, token) {
   const base = cfg.issuer
-  const check = await client.fetchProtectedResource(config, token,
-    new URL(`${base}/v1/internal/authz/check?user_uuid=${cfg.user.uuid}&resource=reports&action=read`), 'GET')
-  const list = await client.fetchProtectedResource(config, token, new URL(`${base}/v1/internal/users`), 'GET')
+  // A 401 with a Bearer challenge is thrown (WWWAuthenticateChallengeError): its status is the answer.
+  const call = (url) => client.fetchProtectedResource(config, token, new URL(url), 'GET')
+    .catch((error) => { if (error.response ?? error.status) return error.response ?? { status: error.status }; throw error })
+  const check = await call(`${base}/v1/internal/authz/check?user_uuid=${cfg.user.uuid}&resource=reports&action=read`)
+  const list = await call(`${base}/v1/internal/users`)
   return { check: check.status, answer: check.status === 200 ? await check.json() : null, list: list.status }
 }
 
@@ -471,10 +483,10 @@ async function machineRotated () {
     assert.equal((await asMachine(fresh, before)).check, 200)
   })
   await check('machine: revoking a client_credentials token ends the client\'s tokens', async () => {
-    await client.tokenRevocation(fresh, token.access_token)
-    assert.equal((await client.tokenIntrospection(fresh, token.access_token)).active, false)
+    await step('revocation', client.tokenRevocation(fresh, token.access_token))
+    assert.equal((await step('introspection', client.tokenIntrospection(fresh, token.access_token))).active, false)
     assert.equal((await asMachine(fresh, before)).check, 401)
-    await client.clientCredentialsGrant(fresh)  // and the client gets new ones
+    await step('a new grant', client.clientCredentialsGrant(fresh))  // and the client gets new ones
   })
 }
 
