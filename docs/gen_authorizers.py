@@ -97,6 +97,15 @@ SAMPLES: dict[tuple[str, str], list[Situation]] = {
     ("GET", "/v1/internal/webhooks/{id:id}"): [S(id=record_id("webhook"))],
     ("DELETE", "/v1/private/webhooks/{id:id}"): [S(id=lambda w: w.fresh_webhook())],
     ("GET", "/v1/internal/webhooks/{id:id}/deliveries"): [S(id=record_id("webhook"))],
+    ("POST", "/v1/private/oauth/clients"): [S(json=lambda w: {"name": "Reports", "type": "confidential",
+                                                              "redirect_uris": ["https://reports.example.com/cb"]})],
+    ("GET", "/v1/internal/oauth/clients"): [S()],
+    ("GET", "/v1/internal/oauth/clients/{id}"): [S(id=lambda w: w.fresh_client()["id"])],
+    ("PUT", "/v1/private/oauth/clients/{id}"): [S(id=lambda w: w.fresh_client()["id"], json=lambda w: {"name": "Wiki"})],
+    ("DELETE", "/v1/private/oauth/clients/{id}"): [S(id=lambda w: w.fresh_client()["id"])],
+    ("POST", "/v1/private/oauth/clients/{id}/secret"): [S(id=lambda w: w.fresh_client()["id"])],
+    ("GET", "/v1/internal/users/me/consents"): [S("bob")],
+    ("DELETE", "/v1/private/users/me/consents/{client_id}"): [S("bob", client_id=lambda w: w.fresh_consent("bob"))],
     ("POST", "/v1/private/webhooks/{id:id}/deliveries/{delivery_id:id}/replay"): [
         S(id=record_id("webhook"), delivery_id=record_id("delivery"))],
 }
@@ -168,6 +177,16 @@ class World:
 
     def fresh_webhook(self) -> int:
         return self.post("/v1/private/webhooks", {"url": "http://127.0.0.1:9/hook", "events": ["*"]})["id"]
+
+    def fresh_client(self) -> dict:
+        return self.post("/v1/private/oauth/clients", {"name": self.unique("client"), "type": "confidential",
+                                                       "redirect_uris": ["https://reports.example.com/cb"]})
+
+    def fresh_consent(self, who: str) -> str:
+        """The client_id of a new client ``who`` consented to (as its consent page records it)."""
+        client_id = self.fresh_client()["client_id"]
+        self.app.context.storage.consents.grant(self.users[who], client_id, ["openid"])
+        return client_id
 
     def fresh_totp_user(self) -> int:
         """The id of a new user with TOTP turned on."""
