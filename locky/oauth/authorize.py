@@ -145,7 +145,7 @@ class Authorize:
 
     # -- the forms' posts ------------------------------------------------------------------
 
-    def _posted(self, req, resp, *, needs_session: bool = False):
+    def _posted(self, req, resp):
         """The posted form and its authorization request, re-validated, or ``None`` when
         the answer is already given (a forged or stale form, an invalid request)."""
         form = dict(reversed(read_form(req, self.context.settings.max_body_bytes)))

@@ -69,7 +69,7 @@ class Browser:
     def current(self, req) -> OpSession | None:
         """The browser's live OP session, or ``None`` (no cookie, a forged or stale one,
         a revoked session or user)."""
-        session_uuid = self._cookie_session(req)
+        session_uuid = self.cookie_session_uuid(req)
         return self.session(session_uuid) if session_uuid is not None else None
 
     def session(self, session_uuid: str) -> OpSession | None:
@@ -84,9 +84,6 @@ class Browser:
 
     def cookie_session_uuid(self, req) -> str | None:
         """The OP session the cookie names (live or not), when its digest is right."""
-        return self._cookie_session(req)
-
-    def _cookie_session(self, req) -> str | None:
         for value in req.get_cookie_values(OP_COOKIE) or ():
             session_uuid, _, mac = value.rpartition(".")
             if session_uuid and hmac.compare_digest(mac, self._mac("op", session_uuid)):
@@ -113,7 +110,6 @@ class Browser:
             value = secrets.token_urlsafe(32)
             resp.set_cookie(CSRF_COOKIE, value, path=COOKIE_PATH, secure=self.secure, http_only=True,
                             same_site="Lax")
-        # The response's cookie wins over the request's for the next post.
         return self._mac("csrf", value)
 
     def csrf_ok(self, req, token: str | None) -> bool:

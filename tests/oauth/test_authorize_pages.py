@@ -394,3 +394,18 @@ def test_api_logins_name_their_method(locky_client, locky_app):
     (login,) = trail(locky_app, events.LOGIN_SUCCEEDED)
     assert login.details["method"] == "password" and "client_id" not in login.details
     assert re.fullmatch(r"[0-9a-f-]{36}", login.details["session_uuid"])
+
+
+def test_behind_an_https_public_url_the_cookies_are_secure(locky_app_factory):
+    from locky.testing import LockyClient
+
+    app = locky_app_factory(public_url="https://auth.example.com")
+    client = LockyClient(app)
+    account = client.account("secure@example.com")
+    browser = Browser(client)
+    page = browser.authorize(authorize_params(make_client(app, first_party=True)))
+    assert page.cookies["locky_csrf"].secure
+    result = browser.submit(page, "login", email=account.email, password=PASSWORD)
+    assert redirect_params(result)["code"]
+    cookie = result.cookies["locky_op"]
+    assert cookie.secure and cookie.http_only and cookie.same_site == "Lax"
