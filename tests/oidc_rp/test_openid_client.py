@@ -14,8 +14,9 @@ without PKCE, a wrong verifier, a code used twice, a rotated secret and a delete
 The "browser" of ``rp.mjs`` is a cookie jar that follows redirects by hand and posts the
 provider's forms with their hidden fields (CSRF token included), as a browser does.
 
-One real ``locky serve`` on 127.0.0.1 (SQLite) serves every scenario; each scenario is
-one ``node rp.mjs SCENARIO`` run, and each of its named checks is one test here.
+One real ``locky serve`` on 127.0.0.1 (SQLite) serves every scenario; the clients are
+registered through the API, the backend's with ``locky clients create --json``. Each
+scenario is one ``node rp.mjs SCENARIO`` run, and each of its named checks is one test here.
 Needs ``node`` (20 or later) and ``npm ci`` run in ``tests/oidc_rp``; without them the
 module skips with the reason, unless ``LOCKY_REQUIRE_NODE=1`` (``.ci/run``), which makes
 it fail.
@@ -28,6 +29,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -179,6 +181,17 @@ class Provider:
         self.clients[label] = body
         return body
 
+    def register_with_the_cli(self, label: str, *options: str) -> dict:
+        """``locky clients create NAME OPTIONS --json``, the operator's way, on the server's database."""
+        done = subprocess.run([sys.executable, "-m", "locky.cli.main", "clients", "create", CLIENTS[label]["name"],
+                               *options, "--json"], cwd=self.workdir, env=self.env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        body = json.loads(done.stdout)
+        assert body["client_secret"] and body["grant_types"] == CLIENTS[label]["grant_types"], body
+        self.clients[label] = body
+        return body
+
     def config(self, users: dict) -> dict:
         clients = {}
         for label, body in self.clients.items():
@@ -219,8 +232,12 @@ def provider(tmp_path_factory):
             mp.delenv(key)
         with locky_server(workdir, env=env, workers=2, port=port) as server:
             op = Provider(server, workdir)
+            op.env = {**os.environ, **env}
             for label in CLIENTS:
-                op.register(label)
+                if label == "machine":  # the backend's client comes from the operator's command
+                    op.register_with_the_cli(label, "--grant", "client_credentials")
+                else:
+                    op.register(label)
             ada = _user(server, ADA, "Ada Lovelace")
             status, _, group = server.request("POST", "/v1/private/groups", {"name": GROUP}, headers=ada["headers"])
             assert status == 201, group
