@@ -25,8 +25,7 @@ from support.server import free_port, locky_server, stop
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
-requests = pytest.importorskip("requests", reason="the example's client needs requests (pip install requests)")
-pytest.importorskip("authlib", reason="the example needs Authlib (a dependency of Locky's OpenID provider)")
+requests = pytest.importorskip("requests", reason="the example's client needs requests (pip install '.[test]')")
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "oidc-web-app" / "app.py"
 ADMIN, ADA, PASSWORD = "admin@example.com", "ada@example.com", "example-app-password-1"
