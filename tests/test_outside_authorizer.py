@@ -106,7 +106,7 @@ def test_it_decides_the_api(client):
 
     # The built-in roles are the rule table's, listed as built-in.
     roles = client.simulate_get("/v1/internal/roles", params={"limit": 50}, headers=ada.headers).json["roles"]
-    assert {r["name"] for r in roles if r["builtin"]} == {"admin", "user", "owner", "maintainer", "member", "viewer"}
+    assert {r["name"] for r in roles if r["builtin"]} == {"admin", "user", "owner", "maintainer", "member", "viewer", "client"}
 
     # Client applications ask it through the check endpoint; explain is not offered.
     check = client.simulate_get("/v1/internal/authz/check", headers=ada.headers, params={

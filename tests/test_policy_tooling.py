@@ -84,11 +84,11 @@ def test_check_passes_on_the_shipped_policy(locky):
     # Without DIR: the policy shipped in the installed package (the source tree's
     # policies/ only in an editable install).
     assert "in order" in out and str(policy_files.policy_dir(None)) in out
-    assert "admin, maintainer, member, owner, user, viewer" in out
+    assert "admin, client, maintainer, member, owner, user, viewer" in out
     status, data = run_json(locky, "policy", "check", str(SHIPPED))
     assert status == 0
     assert data["ok"] is True and data["problems"] == []
-    assert data["roles"] == ["admin", "maintainer", "member", "owner", "user", "viewer"]
+    assert data["roles"] == ["admin", "client", "maintainer", "member", "owner", "user", "viewer"]
     assert data["lines"]["p"] > 0 and data["lines"]["g"] > 0
 
 
@@ -204,7 +204,7 @@ def test_the_shipped_cases_cover_the_contract_table():
     assert cases[("maintainer", "group", "groups", "delete")] == "deny"
     assert cases[("user", "self", "members", "delete")] == "allow"
     assert cases[("user", "global", "users", "update")] == "deny"
-    assert {row[1] for row in rows} == {"admin", "user", "owner", "maintainer", "member", "viewer"}
+    assert {row[1] for row in rows} == {"admin", "user", "owner", "maintainer", "member", "viewer", "client"}
 
 
 def test_a_failing_case_prints_the_explanation_and_exits_1(locky, policy):

@@ -14,7 +14,7 @@ from locky import audit, cache as storage_cache
 from locky.cli.logs import access_json
 from locky.http.client_address import ClientAddresses
 from locky.errors import Unauthorized
-from locky.records import Identity
+from locky.records import CLIENT_SUBJECT_PREFIX, Identity, client_principal
 from locky.routes import Route, public_requests
 
 JSON_UTF8 = "application/json; charset=utf-8"
@@ -126,6 +126,12 @@ class Authentication:
     token backend checks an ``Authorization: Bearer`` access token, and one storage
     read (``SessionStore.authenticate``) confirms that its session is live and its
     user not deleted, and gives the policy revision this request decides with.
+
+    A machine client's ``client_credentials`` token (docs/http/oauth.md) has no
+    session: its ``sid`` is ``client:<client uuid>:<token generation>`` and its ``sub``
+    the client_id. One read of the client confirms that it is live, still has the
+    grant, and has not revoked its tokens since (the generation); the caller is then
+    the client as a policy subject (:func:`locky.records.client_principal`).
     """
 
     def __init__(self, context, routes: Iterable[Route]):
@@ -150,6 +156,8 @@ class Authentication:
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Use the Bearer scheme: Authorization: Bearer <token>.")
         claims = self.context.tokens.verify(token.strip(), kind="access")
+        if claims.session_uuid.startswith(CLIENT_SUBJECT_PREFIX):
+            return self.machine_client(claims)
         found = self.context.storage.sessions.authenticate(claims.session_uuid)
         if found is None:
             raise Unauthorized("The token has been revoked.")
@@ -158,3 +166,17 @@ class Authentication:
         if found.user.disabled:  # its logins were ended when it was disabled; this is a second guard
             raise Unauthorized("The account is disabled.")
         return Identity(user=found.user, session_uuid=found.session.uuid, policy_revision=found.policy_revision)
+
+    def machine_client(self, claims) -> Identity:
+        """The caller of a ``client_credentials`` token: its live client, as a policy subject."""
+        parts = claims.session_uuid.split(":")
+        _, client_uuid, generation = parts if len(parts) == 3 else ("", "", "")
+        if claims.client_id != claims.subject or not generation.isdigit():
+            raise Unauthorized("The token is invalid.")
+        client = self.context.storage.oauth_clients.get_by_client_id(claims.subject)
+        # Deleted, its tokens revoked (the generation moved on), or the grant taken
+        # away: every token it was issued stops at once.
+        if (client is None or client.uuid != client_uuid or str(client.token_generation) != generation
+                or "client_credentials" not in client.grant_types):
+            raise Unauthorized("The token has been revoked.")
+        return Identity(user=client_principal(client), session_uuid=None, scheme="client")

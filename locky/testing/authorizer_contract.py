@@ -29,7 +29,12 @@ How a case is asked, for a ``subject`` holding its role in a ``scope``: ``user``
 any authenticated user (no membership, no grant); ``admin`` a user granted ``admin``
 (``storage.grants``); a group role (``owner``, ``maintainer``, ``member``,
 ``viewer``, or :data:`CUSTOM`, a role created through the API) a user whose
-membership in group G has that role. Scope ``global`` asks
+membership in group G has that role; ``client`` a machine client (the caller of a
+``client_credentials`` token): a :class:`~locky.records.User` made by
+:func:`locky.records.client_principal`, whose ``uuid`` is ``client:<client_id>``
+(:func:`locky.is_client_subject` tells it), with no email and no membership. A client
+holds the built-in role ``client``, never ``user``, and the global grants of its
+subject (``storage.grants.grant("client:<client_id>", role)``, ``locky grant-role``). Scope ``global`` asks
 ``is_allowed(user, resource, action)``; ``group`` adds ``group_uuid=G``; ``self`` adds
 ``own=True`` (and ``group_uuid=G`` for a group role), as Locky's routes do: see
 ``docs/authorizers.md`` for what each route asks.
@@ -44,12 +49,12 @@ import pytest
 
 from locky.app import LockyApp
 from locky.providers import Authorizer, BuiltinRole
-from locky.records import ROLE_NAME, Permission, User
+from locky.records import ROLE_NAME, OAuthClient, Permission, User, client_principal, is_client_subject, utcnow
 
 #: A custom role (created through the API) the table's cases use; its permissions.
 CUSTOM = "auditor"
 CUSTOM_PERMISSIONS = (Permission("reports", "read"), Permission("groups", "update"))
-BUILTIN_NAMES = ("admin", "user", "owner", "maintainer", "member", "viewer")
+BUILTIN_NAMES = ("admin", "user", "owner", "maintainer", "member", "viewer", "client")
 PASSWORD_HASH = "$2b$04$" + "x" * 53
 
 #: The decisions docs/http/authorization.md (and tokens.md, audit.md) ask of the default policy:
@@ -184,7 +189,49 @@ allow, admin, global, webhooks, read
 allow, admin, global, webhooks, delete
 allow, admin, global, webhooks, replay
 allow, admin, global, reports, export
+
+# machine client: the authorization API and introspection, nothing else (not user's rules)
+allow, client, global, authz, read
+allow, client, global, tokens, introspect
+deny, client, global, users, read
+deny, client, self, users, read
+deny, client, self, users, update
+deny, client, global, groups, read
+deny, client, global, groups, create
+deny, client, global, members, read
+deny, client, global, roles, read
+deny, client, global, keys, read
+deny, client, global, keys, rotate
+deny, client, self, sessions, delete
+deny, client, global, audit, read
+deny, client, global, reports, read
+deny, client, self, consents, read
+deny, client, global, oauth_clients, read
+
+# OAuth clients: admins only; consents: each user's own
+allow, admin, global, oauth_clients, create
+allow, admin, global, oauth_clients, read
+allow, admin, global, oauth_clients, update
+allow, admin, global, oauth_clients, delete
+deny, user, global, oauth_clients, read
+deny, user, global, oauth_clients, create
+deny, owner, group, oauth_clients, update
+deny, user, self, oauth_clients, delete
+allow, user, self, consents, read
+allow, user, self, consents, delete
+deny, user, global, consents, read
+deny, user, global, consents, delete
 """
+
+
+def machine_client(client_id: str = "reports-backend") -> User:
+    """A machine client as an authorizer sees it (no storage needed: the caller is the
+    client's policy subject, ``client:<client_id>``)."""
+    now = utcnow()
+    return client_principal(OAuthClient(
+        id=1, uuid="6f1c1a56-5a7e-4b8e-9c55-0d6f3b8e2a11", client_id=client_id, name="Reports backend",
+        type="confidential", redirect_uris=(), post_logout_redirect_uris=(), grant_types=("client_credentials",),
+        scopes=(), id_token_signed_response_alg="RS256", first_party=False, created_at=now, updated_at=now))
 
 
 @dataclass(frozen=True)
@@ -258,6 +305,8 @@ class AuthorizerContract:
 
     def holder(self, storage, subject: str, group, n: int = 0) -> User:
         """A user holding ``subject`` as the module docstring says."""
+        if subject == "client":
+            return machine_client(f"client-{n}")
         user = self.user(storage, f"{subject}{n}@example.com")
         if subject == "admin":
             storage.grants.grant(user.uuid, "admin")
@@ -293,7 +342,7 @@ class AuthorizerContract:
 
     @pytest.mark.parametrize("case", cases(), ids=lambda c: c.id)
     def test_decision_table(self, authorizer, storage, world, case):
-        group_role = case.subject not in ("user", "admin")
+        group_role = case.subject not in ("user", "admin", "client")
         if case.subject == "owner":
             user = self.user(storage, "owner0@example.com")
             self.group(storage, user, "owned")
@@ -313,6 +362,31 @@ class AuthorizerContract:
         assert self.ask(authorizer, storage, user, "group", "groups", "update", world, group_role=True)
         assert not self.ask(authorizer, storage, user, "group", "groups", "update", other, group_role=True)
         assert not self.ask(authorizer, storage, user, "global", "groups", "update", world, group_role=True)
+
+    # -- machine clients ---------------------------------------------------------------
+
+    def test_a_client_holds_its_grants_and_never_user(self, authorizer, storage, world):
+        """``locky grant-role client:ID ROLE`` is ``storage.grants.grant("client:ID", ROLE)``:
+        the client holds the role's permissions (a custom role's too) at once; another
+        client holds nothing of it."""
+        client, other = machine_client("reports-backend"), machine_client("billing")
+        assert is_client_subject(client.uuid) and client.uuid == "client:reports-backend"
+        assert not self.ask(authorizer, storage, client, "global", "reports", "read", world, group_role=False)
+        storage.grants.grant(client.uuid, CUSTOM)
+        for revision in (False, True):
+            assert self.ask(authorizer, storage, client, "global", "reports", "read", world, group_role=False,
+                            revision=revision)
+            assert not self.ask(authorizer, storage, other, "global", "reports", "read", world, group_role=False,
+                                revision=revision)
+            # A grant adds to "client"; it never makes the client a user.
+            assert not self.ask(authorizer, storage, client, "global", "users", "read", world, group_role=False,
+                                revision=revision)
+        storage.grants.grant(client.uuid, "admin")
+        assert self.ask(authorizer, storage, client, "global", "keys", "rotate", world, group_role=False)
+        storage.grants.revoke(client.uuid, "admin")
+        storage.grants.revoke(client.uuid, CUSTOM)
+        assert not self.ask(authorizer, storage, client, "global", "reports", "read", world, group_role=False)
+        assert not self.ask(authorizer, storage, client, "global", "keys", "rotate", world, group_role=False)
 
     def test_admin_and_user_are_never_membership_roles(self, authorizer, storage, world):
         """The API refuses them as membership roles (docs/http/authorization.md); one stored before

@@ -6,6 +6,12 @@ API). A check enforces the Casbin model once per subject the caller holds, again
 only the policy lines of that subject's roles, so its cost does not grow with the
 number of lines or memberships.
 
+A machine client (a ``client_credentials`` token's caller, ``user.uuid`` =
+``client:<client_id>``: :func:`locky.is_client_subject`) holds the built-in role
+``client`` instead of ``user``, its own subject (``g, client:<client_id>, ROLE`` lines)
+and its global grants (``locky grant-role client:<client_id> ROLE``); no email, no
+membership.
+
 Custom roles are also assignable as a class: for each one the snapshot holds
 ``g2, assign:<role>, assign:custom`` (see :data:`ASSIGN_CUSTOM`), so a policy line on
 ``assign:custom`` lets its holders add and remove members with any custom role, and
@@ -21,7 +27,7 @@ from typing import Iterable
 
 import casbin
 
-from locky import BuiltinRole, Permission, User, hookimpl
+from locky import BuiltinRole, Permission, User, hookimpl, is_client_subject
 from locky.storage import REVISION, Watcher, every
 
 from . import policy_files
@@ -31,7 +37,9 @@ CACHE_SIZE = 4096
 ASSIGN_CUSTOM = "assign:custom"
 #: Roles held globally and never through a membership (the API refuses them as
 #: membership roles); one stored before that rule grants nothing within its group.
-GLOBAL_ROLES = frozenset({"admin", "user"})
+GLOBAL_ROLES = frozenset({"admin", "user", "client"})
+#: The role every authenticated user holds, and the one every machine client holds.
+USER_ROLE, CLIENT_ROLE = "user", "client"
 #: What this authorizer keeps of stored values (the custom roles' permissions and the
 #: users' global grants, in each :class:`_PolicySnapshot`), and what makes it stale:
 #: the writes that move the policy revision (``locky.cache.declared.STORES``).
@@ -219,8 +227,9 @@ class CasbinAuthorizer:
     def held(self, snapshot: _PolicySnapshot, user: User, group_uuid: str | None) -> list[tuple[str, str]]:
         """Every subject the user acts as in this context, with where it holds:
         ``global``, or ``group`` for the role of the membership in ``group_uuid``.
-        Global grants come from ``snapshot``'s cache, filled from storage on a miss."""
-        subjects = ["user", user.uuid]
+        Global grants come from ``snapshot``'s cache, filled from storage on a miss.
+        A machine client holds ``client`` where a user holds ``user``."""
+        subjects = [CLIENT_ROLE if is_client_subject(user.uuid) else USER_ROLE, user.uuid]
         # An address (LOCKY_ADMIN_EMAILS, a `g, EMAIL, role` line) speaks for an account
         # only once it proved it receives mail there (docs/http/authorization.md and accounts.md): registering or
         # taking an address grants nothing by itself.

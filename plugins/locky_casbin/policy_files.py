@@ -35,6 +35,16 @@ def is_user_uuid(subject: str) -> bool:
     return UUID4.fullmatch(subject) is not None
 
 
+#: A machine client's subject as a policy line names it: ``client:<client_id>``
+#: (client_ids are URL-safe: docs/http/oauth.md).
+CLIENT_SUBJECT = re.compile(r"^client:[A-Za-z0-9._~-]{1,128}$")
+
+
+def is_client_subject_name(subject: str) -> bool:
+    """Whether a ``g``/``p`` line's subject names a machine client."""
+    return CLIENT_SUBJECT.fullmatch(subject) is not None
+
+
 def is_role_name(name: str) -> bool:
     """Whether a name in a policy line is a role: a valid role name, not a user's uuid."""
     return ROLE_NAME.fullmatch(name) is not None and not is_user_uuid(name)

@@ -23,7 +23,7 @@ from pathlib import Path
 from locky import SettingsError
 
 from . import GLOBAL_ROLES, _PolicySnapshot, policy_files
-from .policy_files import is_role_name, is_user_uuid
+from .policy_files import is_client_subject_name, is_role_name, is_user_uuid
 
 #: A case's or a difference's scope -> the request's ``dom``.
 SCOPES = {"global": "*", "group": "*", "self": "self"}
@@ -46,8 +46,9 @@ def rule_text(row: list[str] | tuple[str, ...]) -> str:
 
 
 def _holdable(name: str) -> bool:
-    """Whether some caller can act as ``name``: a role, a user uuid or an email."""
-    return is_role_name(name) or is_user_uuid(name) or "@" in name
+    """Whether some caller can act as ``name``: a role, a user uuid, an email or a
+    machine client (``client:<client_id>``)."""
+    return is_role_name(name) or is_user_uuid(name) or "@" in name or is_client_subject_name(name)
 
 
 def _assigned_role(action: str) -> str | None:
@@ -175,7 +176,7 @@ def check(policy: Policy) -> list[Problem]:
         first[key] = line.number
         if kind in ("p", "g") and not _holdable(row[1]):
             report(line, f"can never match: {row[1]!r} is not a role name (^[a-z][a-z0-9_-]{{0,63}}$),"
-                         " a user uuid or an email, so no caller ever holds it")
+                         " a user uuid, an email or client:CLIENT_ID, so no caller ever holds it")
         if kind == "g":
             parent = row[2]
             if (is_role_name(parent) and parent not in BUILTIN_ROLES and parent not in with_lines

@@ -1,6 +1,7 @@
 """The ``rule-table`` authorizer (see ``docs/authorizers.md`` of Locky).
 
-Who holds what comes from Locky's storage and settings: every user holds ``user``; a
+Who holds what comes from Locky's storage and settings: every user holds ``user``
+(a machine client, ``client:<client_id>``, holds ``client`` instead); a
 membership's role holds in its group only; global grants (``locky grant-admin``) and
 verified admin emails give ``admin``. What a role may do comes from the rule table
 (:mod:`.rules`) and, for roles made through the API, ``storage.roles.custom_permissions()``,
@@ -12,14 +13,14 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from locky import BuiltinRole, Permission, SettingsError, User
+from locky import BuiltinRole, Permission, SettingsError, User, is_client_subject
 
 from . import rules as rule_table
 
 SETTINGS_KEY = "rule_table"
 WRITE_KINDS = frozenset({"create", "update", "delete"})
 #: Held everywhere, never through a membership.
-GLOBAL_ROLES = frozenset({"admin", "user"})
+GLOBAL_ROLES = frozenset({"admin", "user", "client"})
 CUSTOM = "assign:custom"
 
 
@@ -63,7 +64,7 @@ class RuleTableAuthorizer:
         return self._custom, self._grants
 
     def _held(self, user: User, group_uuid: str | None, grants: dict) -> list[str]:
-        held = ["user"]
+        held = ["client" if is_client_subject(user.uuid) else "user"]
         if user.email_verified and user.email in self.admin_emails:
             held.append("admin")
         granted = grants.get(user.uuid)

@@ -21,6 +21,7 @@ ROLES = {
     "maintainer": "Maintains a group: update it, add and remove members, not as owner.",
     "member": "Belongs to a group; nothing beyond what every user may do.",
     "viewer": "Sees a group; nothing beyond what every user may do.",
+    "client": "Held by every machine client: ask the authorization API, introspect tokens.",
 }
 
 DEFAULT_RULES = [
@@ -36,6 +37,10 @@ DEFAULT_RULES = [
     ("user", "self", "users", "write"),
     ("user", "self", "sessions", "write"),
     ("user", "self", "members", "delete"),
+    ("user", "self", "consents", "read"),
+    ("user", "self", "consents", "write"),
+    ("client", "*", "authz", "read"),
+    ("client", "*", "tokens", "introspect"),
     ("maintainer", "*", "groups", "update"),
     ("maintainer", "*", "members", "write"),
     ("maintainer", "*", "members", "assign:maintainer"),
