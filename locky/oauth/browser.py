@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
+from datetime import timezone
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -45,8 +46,10 @@ class OpSession:
 
     @property
     def auth_time(self) -> int:
-        """When the user signed in, in Unix seconds (the session's ``created_at``)."""
-        return int(self.session.created_at.timestamp())
+        """When the user signed in, in Unix seconds (the session's ``created_at``: naive
+        UTC, as records hold times, so never read as local time)."""
+        created = self.session.created_at
+        return int((created if created.tzinfo else created.replace(tzinfo=timezone.utc)).timestamp())
 
 
 class Browser:

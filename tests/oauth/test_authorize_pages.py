@@ -409,3 +409,16 @@ def test_behind_an_https_public_url_the_cookies_are_secure(locky_app_factory):
     assert redirect_params(result)["code"]
     cookie = result.cookies["locky_op"]
     assert cookie.secure and cookie.http_only and cookie.same_site == "Lax"
+
+
+def test_max_age_reads_the_sign_in_time_as_utc_on_a_host_in_another_zone(browser, locky_app, user, monkeypatch):
+    first = make_client(locky_app, first_party=True)
+    assert redirect_params(browser.sign_in(authorize_params(first), user.email, PASSWORD))["code"]
+    monkeypatch.setenv("TZ", "EST+5")  # five hours behind UTC: a naive UTC time read as local is 5 h late
+    time.tzset()
+    try:
+        page = browser.authorize(authorize_params(first, max_age="0"))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert 'action="/oauth/authorize/login"' in page.text
