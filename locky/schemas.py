@@ -390,15 +390,25 @@ class JwksSchema(Schema):
 
 class ServerMetadataSchema(Schema):
     issuer = fields.String(**d("The tokens' iss: LOCKY_JWT_ISSUER, else LOCKY_PUBLIC_URL, else http://host:port."))
+    authorization_endpoint = fields.String(**d("Absolute URL of the OpenID provider's /oauth/authorize."))
+    token_endpoint = fields.String(**d("Absolute URL of the OpenID provider's POST /oauth/token."))
     jwks_uri = fields.String(**d("Absolute URL of /.well-known/jwks.json."))
-    token_endpoint = fields.String(**d("Absolute URL of the login (POST /v1/public/users/login)."))
     introspection_endpoint = fields.String(**d("Absolute URL of POST /v1/internal/tokens/introspect."))
     revocation_endpoint = fields.String(**d("Absolute URL of POST /v1/public/tokens/revoke."))
-    grant_types_supported = fields.List(fields.String(), **d('["password", "refresh_token"].'))
-    token_endpoint_auth_methods_supported = fields.List(fields.String(), **d('["none"].'))
-    introspection_endpoint_auth_methods_supported = fields.List(fields.String(), **d('["bearer"].'))
-    response_types_supported = fields.List(fields.String(), **d("Empty: Locky has no authorization endpoint."))
-    id_token_signing_alg_values_supported = fields.List(fields.String(), **d("LOCKY_JWT_ALGORITHM."))
+    scopes_supported = fields.List(fields.String(), **d("openid, profile, email, groups, offline_access."))
+    response_types_supported = fields.List(fields.String(), **d('["code"].'))
+    response_modes_supported = fields.List(fields.String(), **d('["query"].'))
+    grant_types_supported = fields.List(fields.String(), **d(
+        '["authorization_code", "refresh_token", "client_credentials"].'))
+    code_challenge_methods_supported = fields.List(fields.String(), **d('["S256"] (PKCE).'))
+    token_endpoint_auth_methods_supported = fields.List(fields.String(), **d(
+        '["client_secret_basic", "client_secret_post", "none"].'))
+    introspection_endpoint_auth_methods_supported = fields.List(fields.String(), **d(
+        '["bearer", "client_secret_basic", "client_secret_post"].'))
+    revocation_endpoint_auth_methods_supported = fields.List(fields.String(), **d(
+        '["client_secret_basic", "client_secret_post", "none"].'))
+    id_token_signing_alg_values_supported = fields.List(fields.String(), **d(
+        "The algorithms of ID tokens (a client's id_token_signed_response_alg): RS256, ES256, EdDSA."))
 
 
 class IntrospectionSchema(Schema):

@@ -331,11 +331,13 @@ def test_with_an_hmac_algorithm_the_jwks_holds_the_id_token_key_only(app_client,
 def assert_metadata(metadata: dict[str, Any], base: str, issuer: str) -> None:
     assert metadata["issuer"] == issuer
     assert metadata["jwks_uri"] == base + JWKS
-    assert metadata["token_endpoint"] == base + LOGIN
+    # The OpenID provider's endpoints and grants (CONTRACT §15 replaced the login's).
+    assert metadata["token_endpoint"] == base + "/oauth/token"
+    assert metadata["authorization_endpoint"] == base + "/oauth/authorize"
     assert metadata["introspection_endpoint"] == base + INTROSPECT
     assert metadata["revocation_endpoint"] == base + REVOKE
-    assert metadata["grant_types_supported"] == ["password", "refresh_token"]
-    assert metadata["token_endpoint_auth_methods_supported"] == ["none"]
+    assert metadata["grant_types_supported"] == ["authorization_code", "refresh_token", "client_credentials"]
+    assert metadata["token_endpoint_auth_methods_supported"] == ["client_secret_basic", "client_secret_post", "none"]
     for name, value in metadata.items():
         if name.endswith(("_uri", "_endpoint")):
             parts = urlsplit(value)

@@ -8,6 +8,7 @@ from locky.plugins import hookimpl
 from locky.routes import Operation, Route
 
 from . import authorize, logout
+from .client_auth import introspecting_client
 from .discovery import Discovery
 from .server import DISCOVERY_PATH, TOKEN_PATH, USERINFO_PATH
 from .token import TokenEndpoint
@@ -31,3 +32,11 @@ def locky_routes(context):
         *authorize.routes(context),
         *logout.routes(context),
     ]
+
+
+@hookimpl
+def locky_authenticate(req, context):
+    # A client's secret is a credential of the provider's own: it authenticates the
+    # client at the introspection endpoint (RFC 7662 section 2.1); any other request
+    # goes on to the bearer token check.
+    return introspecting_client(req, context)

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import falcon
 from authlib.oauth2 import AuthorizationServer
-from authlib.oauth2.rfc6749 import ClientMixin, InvalidRequestError, OAuth2Payload, OAuth2Request
+from authlib.oauth2.rfc6749 import ClientMixin, InvalidClientError, InvalidRequestError, OAuth2Payload, OAuth2Request
 from authlib.oauth2.rfc7636 import CodeChallenge
 
 from locky.accounts.codes import hash_code
@@ -311,6 +311,18 @@ class OAuthServer(AuthorizationServer):
 
     def get_error_uri(self, request, error) -> None:
         return None
+
+    def handle_error_response(self, request, error):
+        return super().handle_error_response(request, unauthorized(error))
+
+
+def unauthorized(error):
+    """``error``, with a failed client authentication made a 401 with its ``Basic``
+    challenge however the client tried (§15; Authlib answers 400 unless the client
+    could have used ``Authorization``, which RFC 6749 section 5.2 allows)."""
+    if isinstance(error, InvalidClientError):
+        error.status_code = 401
+    return error
 
 
 def build_server(context) -> OAuthServer:

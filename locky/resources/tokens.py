@@ -15,6 +15,9 @@ from locky.accounts.logins import revoke_session
 from locky.errors import Conflict, LockyError, StateConflict
 from locky.http.media import load, read_json_or_form
 from locky.routes import Operation, Route
+from locky.oauth.client_auth import ClientRefused, authenticate, credential_fields, uses_basic
+from locky.oauth.discovery import capabilities as oauth_capabilities, endpoints as oauth_endpoints
+from locky.records import CLIENT_SUBJECT_PREFIX
 from locky.schemas import KeyListSchema, TokenRequestSchema
 
 JWKS_PATH = "/.well-known/jwks.json"
@@ -55,7 +58,8 @@ def configured_base(settings) -> str | None:
 
 
 class Metadata:
-    """RFC 8414's document: where the keys, the login and the token endpoints are.
+    """RFC 8414's document: where the keys and the OpenID provider's endpoints are, and
+    the grants it supports (the same as its discovery document).
 
     Its URLs come from the settings (:func:`configured_base`), never from the request's
     ``Host``: a client (``locky.client`` follows ``jwks_uri``) or a shared cache must not
@@ -70,18 +74,9 @@ class Metadata:
     def on_get(self, req, resp):
         settings = self.context.settings
         base = self.base or req.prefix
-        resp.media = {
-            "issuer": settings.issuer,
-            "jwks_uri": base + JWKS_PATH,
-            "token_endpoint": base + "/v1/public/users/login",
-            "introspection_endpoint": base + "/v1/internal/tokens/introspect",
-            "revocation_endpoint": base + "/v1/public/tokens/revoke",
-            "grant_types_supported": ["password", "refresh_token"],
-            "token_endpoint_auth_methods_supported": ["none"],
-            "introspection_endpoint_auth_methods_supported": ["bearer"],
-            "response_types_supported": [],
-            "id_token_signing_alg_values_supported": [settings.jwt_algorithm],
-        }
+        # The OpenID provider's endpoints and grants (docs/http/oauth.md), as its
+        # discovery document names them.
+        resp.media = {"issuer": settings.issuer, **oauth_endpoints(base), **oauth_capabilities()}
         resp.cache_control = ["public", f"max-age={JWKS_MAX_AGE}"] if self.base else ["no-store"]
 
 
@@ -144,14 +139,16 @@ def _unverified_claims(token: str) -> dict[str, Any] | None:
 
 
 class Inspector:
-    """What a token is now: its verified claims and whether its login still holds."""
+    """What a token is now: its verified claims and whether its login (or its machine
+    client) still holds."""
 
     def __init__(self, context):
         self.context = context
 
     def live_claims(self, token: str) -> dict[str, Any] | None:
         """The claims of a token valid now (signature, time, issuer, audience, a live
-        session of a live, enabled user), or ``None``."""
+        session of a live, enabled user, or for a ``client_credentials`` token its live
+        client), or ``None``."""
         claims = _unverified_claims(token)  # only to learn its type; verify() checks everything
         if claims is None:
             return None
@@ -160,6 +157,8 @@ class Inspector:
             return None
         try:
             checked = self.context.tokens.verify(token, kind=kind)
+            if checked.session_uuid.startswith(CLIENT_SUBJECT_PREFIX):
+                return claims if kind == "access" and self.live_client(checked) is not None else None
             found = self.context.storage.sessions.authenticate(checked.session_uuid)
         except LockyError:
             return None
@@ -170,40 +169,95 @@ class Inspector:
         claims["username"] = found.user.email
         return claims
 
+    def live_client(self, checked):
+        """The client of a ``client_credentials`` token (``sid`` ``client:<client uuid>:
+        <token generation>``) while the token holds: the client live, with the grant, and
+        its tokens not revoked since; else ``None``."""
+        _, client_uuid, generation = (checked.session_uuid.split(":") + ["", ""])[:3]
+        if checked.client_id != checked.subject:
+            return None
+        client = self.context.storage.oauth_clients.get_by_client_id(checked.subject)
+        if (client is None or client.uuid != client_uuid or str(client.token_generation) != generation
+                or "client_credentials" not in client.grant_types):
+            return None
+        return client
+
 
 class Introspection:
+    """RFC 7662. The caller: a user whose bearer token the policy lets introspect, or a
+    client proving its secret (authenticated by ``locky.oauth``'s ``locky_authenticate``,
+    which keeps a form body it read on ``req.context.oauth_body``)."""
+
     def __init__(self, context):
         self.context = context
         self.inspector = Inspector(context)
 
     def on_post(self, req, resp):
         self.context.require(req.context.identity, "tokens", "introspect")
-        data = load(TokenRequestSchema(), read_json_or_form(req, self.context.settings.max_body_bytes))
+        body = getattr(req.context, "oauth_body", None)
+        if body is None:
+            body = read_json_or_form(req, self.context.settings.max_body_bytes)
+            if req.context.identity.scheme == "client":
+                credential_fields(body)  # a client sends its credentials along
+        data = load(TokenRequestSchema(), body)
         claims = self.inspector.live_claims(data["token"])
         if claims is None:
             resp.media = {"active": False}
             return
-        resp.media = {
-            "active": True, "sub": claims["sub"], "username": claims["username"], "token_type": claims["typ"],
+        answer = {
+            "active": True, "sub": claims["sub"], "token_type": claims["typ"],
             "exp": claims["exp"], "iat": claims["iat"], "nbf": claims["nbf"], "jti": claims["jti"],
             "iss": claims["iss"], "aud": claims["aud"],
         }
+        if "username" in claims:  # a user's token (a machine client's has none)
+            answer["username"] = claims["username"]
+        if claims.get("client_id") is not None:  # a token of the OpenID provider
+            answer["client_id"] = claims["client_id"]
+            answer["scope"] = claims.get("scope") or ""
+        resp.media = answer
 
 
 class Revocation:
     """Ends the login a token belongs to; always ``200 {}`` (RFC 7009: a bad or unknown
-    token is no error, so the answer tells nothing)."""
+    token is no error, so the answer tells nothing).
+
+    A client may authenticate (``client_secret_basic``, ``client_secret_post``, or a
+    public client's ``client_id``): a token the OpenID provider issued to a client is
+    revoked only at that client's request (RFC 7009 section 2.1). A ``client_credentials``
+    token ends every token of its client (its generation moves on)."""
 
     def __init__(self, context):
         self.context = context
         self.inspector = Inspector(context)
 
     def on_post(self, req, resp):
-        data = load(TokenRequestSchema(), read_json_or_form(req, self.context.settings.max_body_bytes))
+        body = read_json_or_form(req, self.context.settings.max_body_bytes)
+        fields = credential_fields(body)
+        caller = None
+        if fields or uses_basic(req):
+            try:
+                caller = authenticate(self.context, req, fields, ["client_secret_basic", "client_secret_post", "none"],
+                                      "revocation")
+            except ClientRefused as refused:
+                refused.write(resp)
+                return
+        data = load(TokenRequestSchema(), body)
         claims = self.inspector.live_claims(data["token"])
-        if claims is not None:
+        owner = claims.get("client_id") if claims is not None else None
+        if claims is None or (owner is not None and (caller is None or caller.client_id != owner)):
+            pass  # dead, unknown, or another client's: nothing changes, and the answer says nothing
+        elif claims["sid"].startswith(CLIENT_SUBJECT_PREFIX):
+            self.revoke_client_tokens(caller)
+        else:
             revoke_session(self.context, claims["sid"], "revocation endpoint", claims["sub"])
         resp.media = {}
+
+    def revoke_client_tokens(self, client) -> None:
+        with self.context.storage.atomic():
+            if self.context.storage.oauth_clients.revoke_tokens(client.record.id) is not None:
+                self.context.audit.record(audit.TOKEN_REVOKED, target_type="oauth_client",
+                                          target_uuid=client.record.uuid,
+                                          details={"reason": "revocation endpoint", "client_id": client.client_id})
 
 
 #: Why the two well-known paths read ``/../.well-known/...`` in the Swagger document.

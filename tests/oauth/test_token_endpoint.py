@@ -324,3 +324,12 @@ def test_errors_are_rfc_6749_json_never_the_field_map(locky_app, locky_client):
 
 def test_the_token_endpoint_takes_only_post(locky_client):
     assert locky_client.simulate_get(TOKEN).status_code == 405
+
+
+def test_an_unknown_client_is_401_however_it_authenticates(locky_app, locky_client):
+    for headers, form in ((basic("nobody"), {"grant_type": "client_credentials"}),
+                          (FORM, {"grant_type": "client_credentials", "client_id": "nobody", "client_secret": "x"}),
+                          (FORM, {"grant_type": "client_credentials"})):
+        result = locky_client.simulate_post(TOKEN, body=urlencode(form), headers=headers)
+        assert result.status_code == 401 and result.json["error"] == "invalid_client", result.text
+        assert result.headers["www-authenticate"].startswith('Basic error="invalid_client"')
