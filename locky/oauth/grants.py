@@ -23,7 +23,7 @@ A refresh token is issued only when the granted scope holds ``offline_access`` (
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import timedelta, timezone
 from typing import Any
 
 from authlib.oauth2.rfc6749 import InvalidGrantError, grants
@@ -104,7 +104,8 @@ class Code:
         return self.record.nonce
 
     def get_auth_time(self) -> int:
-        return int(self.record.auth_time.timestamp())
+        # Records hold naive UTC times: timestamp() alone would read them as local time.
+        return int(self.record.auth_time.replace(tzinfo=timezone.utc).timestamp())
 
     def get_acr(self) -> None:
         return None
@@ -288,7 +289,7 @@ class OpenIDCodeExtension(OpenIDCode):
 
         client, code = request.client, request.authorization_code
         alg = client.id_token_signed_response_alg
-        now = int(utcnow().timestamp())
+        now = int(utcnow().replace(tzinfo=timezone.utc).timestamp())
         claims: dict[str, Any] = {
             "iss": self.context.settings.issuer, "sub": request.user.uuid, "aud": client.client_id,
             "azp": client.client_id, "iat": now, "exp": now + self.context.settings.access_ttl,

@@ -136,3 +136,19 @@ def test_signing_out_with_no_session_is_the_signed_out_page(locky_client, locky_
     result = Browser(locky_client).request("GET", LOGOUT)
     assert result.status_code == 200 and "You are signed out" in result.text
     assert locky_app.context.storage.audit.list(event=events.OAUTH_LOGOUT).items == []
+
+
+def test_the_id_tokens_times_are_utc_on_a_host_in_another_zone(locky_client, client, user, monkeypatch):
+    import jwt
+
+    browser = Browser(locky_client)
+    monkeypatch.setenv("TZ", "EST+5")  # five hours behind UTC
+    time.tzset()
+    try:
+        tokens = signed_in(browser, client, user)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    claims = jwt.decode(tokens["id_token"], options={"verify_signature": False})
+    for name in ("iat", "auth_time"):
+        assert abs(claims[name] - time.time()) < 60, (name, claims[name] - time.time())
