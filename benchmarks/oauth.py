@@ -7,7 +7,7 @@ and CPU per grant on a real ``locky serve``, beside Keycloak's published sizing.
 
 One ``locky serve --workers 2`` (SQLite in a temporary directory, or a scratch database
 ``locky_bench_oauth`` on the PostgreSQL / MariaDB servers of ``--postgres-url`` /
-``--mysql-url``), a confidential first-party client with every grant, a user signed in
+``--mysql-url``, dropped afterwards), a confidential first-party client with every grant, a user signed in
 once through the sign-in page (its OP session cookie kept), then ``wrk`` (a separate C
 process, ``-t2 -c16``) drives each scenario in turn:
 
@@ -370,6 +370,14 @@ def database(engine: str, workdir: Path, args) -> str | None:
     return prepare_database(engine, workdir, server, DB_NAME)
 
 
+def drop(engine: str, args) -> None:
+    """Drop the scratch database of a server engine (its server stopped)."""
+    from .run import drop_databases
+
+    if engine != "sqlite":
+        drop_databases(engine, {"postgres": args.postgres_url, "mysql": args.mysql_url}[engine], [DB_NAME])
+
+
 def bench(engine: str, database_url: str, workdir: Path, args, log) -> list[Row]:
     env = {"LOCKY_DATABASE_URL": database_url, "LOCKY_JWT_SECRET": SECRET, "LOCKY_ADMIN_EMAILS": ADMIN,
            "LOCKY_BCRYPT_ROUNDS": "4", "LOCKY_LOG_REQUESTS": "false"}
@@ -436,7 +444,10 @@ def main(argv: list[str] | None = None) -> int:
     for engine in [e.strip() for e in args.engines.split(",") if e.strip()]:
         url = database(engine, workdir, args)
         if url:
-            rows += bench(engine, url, workdir / engine, args, log)
+            try:
+                rows += bench(engine, url, workdir / engine, args, log)
+            finally:
+                drop(engine, args)
     print("\n" + HEADER)
     print("-" * len(HEADER))
     for row in rows:
