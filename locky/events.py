@@ -44,6 +44,8 @@ ROLE_UPDATED = "role.updated"
 ROLE_DELETED = "role.deleted"
 ADMIN_GRANTED = "admin.granted"
 ADMIN_REVOKED = "admin.revoked"
+ROLE_GRANTED = "role.granted"
+ROLE_REVOKED = "role.revoked"
 KEY_ROTATED = "key.rotated"
 WEBHOOK_CREATED = "webhook.created"
 WEBHOOK_DELETED = "webhook.deleted"
@@ -65,7 +67,7 @@ NAMES = (
     PASSWORD_CHANGED, PASSWORD_RESET_REQUESTED, PASSWORD_RESET, MFA_ENABLED, MFA_DISABLED,
     LOGIN_SUCCEEDED, LOGIN_FAILED, LOGIN_LOCKED, TOKEN_REFRESHED, TOKEN_REUSE_DETECTED, TOKEN_REVOKED,
     GROUP_CREATED, GROUP_UPDATED, GROUP_DELETED, MEMBER_ADDED, MEMBER_REMOVED,
-    ROLE_CREATED, ROLE_UPDATED, ROLE_DELETED, ADMIN_GRANTED, ADMIN_REVOKED, KEY_ROTATED,
+    ROLE_CREATED, ROLE_UPDATED, ROLE_DELETED, ADMIN_GRANTED, ADMIN_REVOKED, ROLE_GRANTED, ROLE_REVOKED, KEY_ROTATED,
     WEBHOOK_CREATED, WEBHOOK_DELETED,
     OAUTH_CLIENT_CREATED, OAUTH_CLIENT_UPDATED, OAUTH_CLIENT_DELETED, OAUTH_CLIENT_SECRET_ROTATED,
     OAUTH_CONSENT_GRANTED, OAUTH_CONSENT_REVOKED, OAUTH_AUTHORIZED, OAUTH_TOKEN_ISSUED, OAUTH_CODE_REUSE_DETECTED,
@@ -226,14 +228,25 @@ SPECS: tuple[EventSpec, ...] = (
     EventSpec(ROLE_DELETED, "DELETE /v1/private/roles/{id}", "A custom role is soft-deleted.", "role", "Role",
               ("name", "permissions")),
     EventSpec(ADMIN_GRANTED, "locky grant-admin EMAIL", "The operator makes a user an admin from the command"
-              " line (no request: `actor_uuid`, `request_id` and `client_address` are null).", "user", "User",
-              ("email", "via")),
+              " line (no request: `actor_uuid`, `request_id` and `client_address` are null; `actor` is"
+              " `cli`).", "user", "User", ("email", "via", "actor")),
     EventSpec(ADMIN_REVOKED, "locky revoke-admin EMAIL", "The operator takes a stored admin grant back from the"
-              " command line.", "user", "User", ("email", "via")),
-    EventSpec(KEY_ROTATED, "POST /v1/private/keys/rotate", "An admin rotates the signing key.", "key", None,
-              ("kid", "alg")),
-    EventSpec(KEY_ROTATED, "locky keys rotate", "The operator rotates the signing key from the command line (no"
-              " request: `actor_uuid`, `request_id` and `client_address` are null).", "key", None, ("kid", "alg")),
+              " command line.", "user", "User", ("email", "via", "actor")),
+    EventSpec(ROLE_GRANTED, "locky grant-role SUBJECT ROLE", "The operator grants a user (SUBJECT an email) a"
+              " role everywhere, from the command line (`subject`: the user's uuid).", "user", "User",
+              ("subject", "role", "email", "actor")),
+    EventSpec(ROLE_GRANTED, "locky grant-role client:CLIENT_ID ROLE", "The operator grants a machine client a"
+              " role everywhere (`subject`: `client:<client_id>`).", "oauth_client", "OAuthClient",
+              ("subject", "role", "client_id", "actor")),
+    EventSpec(ROLE_REVOKED, "locky revoke-role SUBJECT ROLE", "The operator takes a user's role grant back.",
+              "user", "User", ("subject", "role", "email", "actor")),
+    EventSpec(ROLE_REVOKED, "locky revoke-role client:CLIENT_ID ROLE", "The operator takes a machine client's"
+              " role grant back.", "oauth_client", "OAuthClient", ("subject", "role", "client_id", "actor")),
+    EventSpec(KEY_ROTATED, "POST /v1/private/keys/rotate", "An admin rotates the signing keys: one event per"
+              " key family (the configured algorithm's, RS256's for ID tokens, ...).", "key", None, ("kid", "alg")),
+    EventSpec(KEY_ROTATED, "locky keys rotate", "The operator rotates the signing keys from the command line, one"
+              " event per key family (no request: `actor_uuid`, `request_id` and `client_address` are null).",
+              "key", None, ("kid", "alg", "actor")),
     EventSpec(WEBHOOK_CREATED, "POST /v1/private/webhooks", "An admin subscribes a URL to events (`url` without"
               " its query).", "webhook", None, ("id", "url", "events")),
     EventSpec(WEBHOOK_DELETED, "DELETE /v1/private/webhooks/{id}", "An admin ends a subscription.", "webhook",

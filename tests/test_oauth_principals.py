@@ -185,3 +185,68 @@ def test_a_policy_line_names_a_client(locky_app_factory, tmp_path):
     assert http.simulate_get("/v1/internal/users", headers=bearer(client_token(app, chosen))).status_code == 200
     assert http.simulate_get("/v1/internal/users", headers=bearer(client_token(app, other))).status_code == 403
     assert check(http, client_token(app, other), ada.uuid).status_code == 200
+
+
+# -- locky grant-role / revoke-role ---------------------------------------------------------
+
+
+def run_role_command(settings, capsys, *words: str) -> tuple[int, str, str]:
+    """``locky grant-role|revoke-role SUBJECT ROLE [--json]`` in this process."""
+    from locky.cli import main as cli
+
+    namespace = cli._parser().parse_args(list(words))
+    code = cli.COMMANDS[namespace.command](settings, namespace)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_grant_role_gives_a_machine_client_a_role_and_revoke_role_takes_it_back(locky_app, locky_settings, capsys):
+    import json
+
+    app, http = locky_app, LockyClient(locky_app)
+    client = stored_client(app)
+    token = client_token(app, client)
+    subject = f"client:{client.client_id}"
+    assert http.simulate_get("/v1/internal/users", headers=bearer(token)).status_code == 403
+    code, out, _ = run_role_command(locky_settings, capsys, "grant-role", subject, "admin", "--json")
+    assert code == 0 and json.loads(out) == {"subject": subject, "role": "admin", "granted": True, "changed": True}
+    assert app.context.storage.grants.roles_of(subject) == {"admin"}
+    assert http.simulate_get("/v1/internal/users", headers=bearer(token)).status_code == 200
+    code, out, _ = run_role_command(locky_settings, capsys, "grant-role", subject, "admin")
+    assert code == 0 and out == f"{subject}: nothing to change\n"
+    code, out, _ = run_role_command(locky_settings, capsys, "revoke-role", subject, "admin")
+    assert code == 0 and out == f"{subject} no longer holds role admin\n"
+    assert http.simulate_get("/v1/internal/users", headers=bearer(token)).status_code == 403
+    trail = app.context.storage.audit.list(event_prefix="role.").items
+    assert [(e.event, e.actor_uuid, e.target_type, e.target_uuid, e.details) for e in trail] == [
+        ("role.granted", None, "oauth_client", client.uuid,
+         {"subject": subject, "role": "admin", "client_id": client.client_id, "actor": "cli"}),
+        ("role.revoked", None, "oauth_client", client.uuid,
+         {"subject": subject, "role": "admin", "client_id": client.client_id, "actor": "cli"}),
+    ]
+
+
+def test_grant_role_to_a_user_by_email(locky_app, locky_settings, capsys):
+    app, http = locky_app, LockyClient(locky_app)
+    ada = http.account("ada@example.com")
+    assert http.simulate_post("/v1/private/groups", json={"name": "Ops"}, headers=ada.headers).status_code == 201
+    code, out, _ = run_role_command(locky_settings, capsys, "grant-role", "Ada@Example.com", "member")
+    assert code == 0 and out == "ada@example.com now holds role member\n"
+    assert app.context.storage.grants.roles_of(ada.uuid) == {"member"}
+    [event] = app.context.storage.audit.list(event="role.granted").items
+    assert (event.actor_uuid, event.target_type, event.target_uuid) == (None, "user", ada.uuid)
+    assert event.details == {"subject": ada.uuid, "role": "member", "email": "ada@example.com", "actor": "cli"}
+
+
+@pytest.mark.parametrize("subject, role, message", [
+    ("nobody@example.com", "admin", "no live user with email nobody@example.com"),
+    ("client:unknown", "admin", "no live OAuth client with client_id unknown"),
+    ("client:reports-backend", "no-such-role", "no role named 'no-such-role'"),
+])
+def test_grant_role_refuses_an_unknown_subject_or_role(locky_app, locky_settings, capsys, subject, role, message):
+    stored_client(locky_app)
+    for command in ("grant-role", "revoke-role"):
+        code, out, err = run_role_command(locky_settings, capsys, command, subject, role)
+        assert code == 1 and out == "" and message in err
+    assert locky_app.context.storage.grants.roles_of("client:reports-backend") == frozenset()
+    assert locky_app.context.storage.audit.list(event_prefix="role.").items == []

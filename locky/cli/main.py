@@ -1,5 +1,5 @@
-"""``locky``: the operator's command (serve, migrate, spec, grant-admin, revoke-admin, unlock, keys, plugins,
-check), and the commands plugins add through ``locky_add_commands`` (the bundled Casbin
+"""``locky``: the operator's command (serve, migrate, spec, grant-admin, revoke-admin, grant-role, revoke-role,
+unlock, keys, plugins, check), and the commands plugins add through ``locky_add_commands`` (the bundled Casbin
 authorizer's ``locky policy``)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from locky.settings import Settings, SettingsError
 
 #: Commands that read or change an existing database: on a SQLite file that does not
 #: exist they stop instead of creating one (``serve`` and ``migrate`` create it).
-NEEDS_DATABASE = frozenset({"grant-admin", "revoke-admin", "unlock", "keys", "audit"})
+NEEDS_DATABASE = frozenset({"grant-admin", "revoke-admin", "grant-role", "revoke-role", "unlock", "keys", "audit"})
 CONFIG_HELP = "a TOML settings file ([locky] and [plugins.NAME] tables; also LOCKY_CONFIG)"
 #: In the details of every event an operator command records (its ``actor_uuid`` is
 #: null: no request, no caller).
@@ -83,6 +83,13 @@ def _parser(pm: pluggy.PluginManager | None = None) -> argparse.ArgumentParser:
                        ("revoke-admin", "take the admin grant back")):
         command = sub.add_parser(name, help=text, parents=config)
         command.add_argument("email", help="the user's email address")
+
+    for name, text in (("grant-role", "give a user or a machine client a role everywhere"),
+                       ("revoke-role", "take a role grant back from a user or a machine client")):
+        command = sub.add_parser(name, help=text, parents=config)
+        command.add_argument("subject", help="a user's email address, or client:CLIENT_ID for a machine client")
+        command.add_argument("role", help="a role that exists (built-in or made through the API)")
+        command.add_argument("--json", action="store_true", help="print the outcome as one JSON object")
 
     unlock = sub.add_parser("unlock", help="clear an account's failed logins (ends its login lockout)",
                             parents=config)
@@ -193,14 +200,62 @@ def _admin(grant: bool):
                 changed = storage.grants.grant(user.uuid, "admin") if grant else storage.grants.revoke(user.uuid, "admin")
                 if changed:
                     app.context.audit.record(audit.ADMIN_GRANTED if grant else audit.ADMIN_REVOKED, target_type="user",
-                                             target_uuid=user.uuid, details={"email": user.email, "via": "command line"},
-                                             record=user)
+                                             target_uuid=user.uuid, record=user,
+                                             details={"email": user.email, "via": "command line", **CLI_DETAILS})
             if not grant and _admin_by_setting(settings, user):
                 if changed:
                     print(f"{user.email}: the admin grant stored in the database is taken back")
                 return 1
             verb = "is now an admin" if grant else "is no longer an admin"
             print(f"{user.email} {verb}" if changed else f"{user.email}: nothing to change")
+            return 0
+
+        return _with_app(settings, work)
+
+    return command
+
+
+def _role(grant: bool):
+    """``locky grant-role SUBJECT ROLE`` / ``revoke-role``: a global grant in
+    ``storage.grants`` for a user (SUBJECT their email) or a machine client (SUBJECT
+    ``client:<client_id>``, its policy subject), audited as ``role.granted`` /
+    ``role.revoked``."""
+    def command(settings, args) -> int:
+        def work(app):
+            from locky import events
+            from locky.records import CLIENT_SUBJECT_PREFIX, is_client_subject
+
+            storage = app.context.storage
+            if is_client_subject(args.subject):
+                client_id = args.subject[len(CLIENT_SUBJECT_PREFIX):]
+                target = storage.oauth_clients.get_by_client_id(client_id)
+                if target is None:
+                    print(f"locky: no live OAuth client with client_id {client_id}", file=sys.stderr)
+                    return 1
+                subject, shown, target_type = args.subject, args.subject, "oauth_client"
+                about = {"client_id": client_id}
+            else:
+                target = _live_user(storage, args.subject)
+                if target is None:
+                    return 1
+                subject, shown, target_type = target.uuid, target.email, "user"
+                about = {"email": target.email}
+            if not storage.roles.list(name=args.role, limit=1).items:
+                print(f"locky: no role named {args.role!r} (locky policy check and GET /v1/internal/roles"
+                      " list them)", file=sys.stderr)
+                return 1
+            with storage.atomic():
+                changed = storage.grants.grant(subject, args.role) if grant else storage.grants.revoke(subject, args.role)
+                if changed:
+                    app.context.audit.record(events.ROLE_GRANTED if grant else events.ROLE_REVOKED,
+                                             target_type=target_type, target_uuid=target.uuid, record=target,
+                                             details={"subject": subject, "role": args.role, **about, **CLI_DETAILS})
+            if args.json:
+                print(json.dumps({"subject": subject, "role": args.role, "granted": grant, "changed": changed}))
+            elif changed:
+                print(f"{shown} {'now holds' if grant else 'no longer holds'} role {args.role}")
+            else:
+                print(f"{shown}: nothing to change")
             return 0
 
         return _with_app(settings, work)
@@ -373,6 +428,8 @@ COMMANDS = {
     "spec": _spec,
     "grant-admin": _admin(True),
     "revoke-admin": _admin(False),
+    "grant-role": _role(True),
+    "revoke-role": _role(False),
     "unlock": _unlock,
     "keys": _keys,
     "plugins": _plugins,
