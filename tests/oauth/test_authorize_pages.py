@@ -352,6 +352,7 @@ def test_a_totp_account_signs_in_with_its_code(browser, client, locky_client, lo
     assert 'action="/oauth/authorize/code"' in step.text and "locky_op" not in browser.cookies
     fields = {attrs.get("name"): attrs for attrs in outline(step.text).all("input")}
     assert fields["code"]["autocomplete"] == "one-time-code" and fields["code"]["inputmode"] == "numeric"
+    assert "form-action 'self' http://127.0.0.1:9999;" in step.headers["content-security-policy"]
     wrong = next(c for c in (f"{n:06d}" for n in range(10 ** 6))
                  if c not in {pyotp.TOTP(secret).at(time.time() + 30 * k) for k in range(-3, 4)})
     refused = browser.submit(step, "code", code=wrong)
@@ -422,3 +423,11 @@ def test_max_age_reads_the_sign_in_time_as_utc_on_a_host_in_another_zone(browser
         monkeypatch.undo()
         time.tzset()
     assert 'action="/oauth/authorize/login"' in page.text
+
+
+def test_the_authorization_endpoint_takes_a_form_post(browser, locky_app, user):
+    first = make_client(locky_app, first_party=True)
+    page = browser.post(AUTHORIZE, authorize_params(first, login_hint=user.email))
+    assert_page(page, 200)
+    assert f'value="{user.email}"' in page.text
+    assert redirect_params(browser.submit(page, "login", email=user.email, password=PASSWORD))["code"]
