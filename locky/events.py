@@ -130,6 +130,7 @@ _REGISTER = "POST /v1/public/users/register"
 _LOGIN = "POST /v1/public/users/login"
 _MFA_LOGIN = "POST /v1/public/users/login/mfa"
 _REFRESH = "POST /v1/public/users/refresh"
+_OAUTH_TOKEN = "POST /oauth/token"
 _FORGOT = "POST /v1/public/users/password/forgot"
 _USER = "PUT /v1/private/users/{id}"
 _TOTP = "DELETE /v1/private/users/me/mfa/totp"
@@ -211,6 +212,13 @@ SPECS: tuple[EventSpec, ...] = (
               "session", None, ("reason", "user_uuid")),
     EventSpec(TOKEN_REVOKED, "POST /v1/public/tokens/revoke", "A live token is revoked: its login ends"
               " (public route: `actor_uuid` is null).", "session", None, ("reason", "user_uuid")),
+    EventSpec(TOKEN_REVOKED, "POST /v1/public/tokens/revoke", "A client revokes a `client_credentials` token of"
+              " its own: every token of the client ends (its token generation moves on).", "oauth_client", None,
+              ("reason", "client_id")),
+    EventSpec(TOKEN_REFRESHED, _OAUTH_TOKEN, "A client exchanges a refresh token at the OpenID provider's token"
+              " endpoint (`actor_uuid`: the user).", "session", None, ("user_uuid", "client_id")),
+    EventSpec(TOKEN_REUSE_DETECTED, _OAUTH_TOKEN, "A client presents a refresh token already used, or of a login"
+              " that ended (400 `invalid_grant`); its login ends.", "session", None, ("user_uuid", "client_id")),
     EventSpec(GROUP_CREATED, "POST /v1/private/groups", "A group is created; its creator owns it.", "group",
               "Group", ("name", "owner_uuid")),
     EventSpec(GROUP_UPDATED, "PUT /v1/private/groups/{id}", "A group is changed (`changed`: the fields sent).",
@@ -266,6 +274,14 @@ SPECS: tuple[EventSpec, ...] = (
     EventSpec(OAUTH_LOGOUT, "GET /oauth/logout", "A browser signs out at Locky (RP-initiated logout): its OP session"
               " (the target) and the `sessions_ended` logins it gave clients end; `client_id` when a client asked.",
               "session", None, ("user_uuid", "sessions_ended", "client_id?")),
+    EventSpec(OAUTH_TOKEN_ISSUED, _OAUTH_TOKEN, "A client exchanges an authorization code: the user's login at"
+              " the client (a session) begins (`actor_uuid`: the user).", "session", None,
+              ("client_id", "grant_type", "scope", "user_uuid")),
+    EventSpec(OAUTH_TOKEN_ISSUED, _OAUTH_TOKEN, "A machine client gets a token of its own (`client_credentials`:"
+              " no session; `actor_uuid` is null).", "oauth_client", None, ("client_id", "grant_type", "scope")),
+    EventSpec(OAUTH_CODE_REUSE_DETECTED, _OAUTH_TOKEN, "An authorization code is presented again (400"
+              " `invalid_grant`): the login its first use made ends (`actor_uuid` is null).", "session", None,
+              ("client_id", "user_uuid")),
     EventSpec(OAUTH_CLIENT_CREATED, "POST /v1/private/oauth/clients", "An admin registers an OAuth client (never"
               " its secret).", "oauth_client", "OAuthClient", _CLIENT + ("grant_types", "redirect_uris")),
     EventSpec(OAUTH_CLIENT_CREATED, "locky clients create NAME", "The operator registers an OAuth client from the"

@@ -24,9 +24,11 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import parse_qs, urlencode, urlsplit
 from urllib.parse import urlencode
 
 import pyotp
@@ -58,6 +60,7 @@ ROTATE = "/v1/private/keys/rotate"
 WEBHOOKS = "/v1/private/webhooks"
 OAUTH_CLIENTS = "/v1/private/oauth/clients"
 CONSENTS = "/v1/private/users/me/consents"
+OAUTH_TOKEN = "/oauth/token"
 AUDIT = "/v1/internal/audit"
 AUTHORIZE = "/oauth/authorize"
 OAUTH_LOGOUT = "/oauth/logout"
@@ -392,6 +395,86 @@ def oauth_logout(w):
     assert result.status_code == 200, result.text
 
 
+def machine_client(w) -> dict:
+    return w.post(OAUTH_CLIENTS, {"name": f"Machine {next(_serial)}", "type": "confidential",
+                                  "grant_types": ["client_credentials"]})
+
+
+def oauth_code(w, client: dict, scope: str = "openid offline_access") -> str:
+    """A code for a new user signed in at the provider (an OP session), from the code
+    grant's own redirect, as the authorization endpoint gives it."""
+    from locky.oauth.server import EndUser, OAuthRequest, oauth_server
+
+    context, user = w.client.app.context, w.user("signing-in")
+    op_session = context.storage.sessions.create(uuid=str(uuid.uuid4()), user_uuid=user.uuid,
+                                                 refresh_jti=uuid.uuid4().hex, amr=("pwd",))
+    end_user = EndUser(user=context.storage.users.get_by_uuid(user.uuid), op_session=op_session)
+    server = oauth_server(context)
+    request = OAuthRequest.from_params(server.base, [
+        ("response_type", "code"), ("client_id", client["client_id"]), ("redirect_uri", client["redirect_uris"][0]),
+        ("scope", scope), ("state", "s")])
+    grant = server.get_consent_grant(request, end_user=end_user)
+    _, _, headers = server.create_authorization_response(request, grant_user=end_user, grant=grant)
+    return parse_qs(urlsplit(dict(headers)["Location"]).query)["code"][0]
+
+
+def token_form(client: dict, **fields: str) -> dict:
+    """The token endpoint's form, the client's credentials in it (client_secret_post)."""
+    return {"body": urlencode({**fields, "client_id": client["client_id"], "client_secret": client["client_secret"]}),
+            "content_type": "application/x-www-form-urlencoded"}
+
+
+def code_tokens(w, client: dict) -> dict:
+    code = oauth_code(w, client)
+    result = w.client.simulate_post(OAUTH_TOKEN, **token_form(client, grant_type="authorization_code", code=code,
+                                                              redirect_uri=client["redirect_uris"][0]))
+    assert result.status_code == 200, result.text
+    return result.json
+
+
+def oauth_code_exchanged(w):
+    client = w.oauth_client()
+    code = oauth_code(w, client)
+    result = w.send("POST", OAUTH_TOKEN, **token_form(client, grant_type="authorization_code", code=code,
+                                                      redirect_uri=client["redirect_uris"][0]))
+    assert result.status_code == 200, result.text
+
+
+def oauth_code_reused(w):
+    client = w.oauth_client()
+    code = oauth_code(w, client)
+    form = token_form(client, grant_type="authorization_code", code=code, redirect_uri=client["redirect_uris"][0])
+    assert w.client.simulate_post(OAUTH_TOKEN, **form).status_code == 200
+    assert w.send("POST", OAUTH_TOKEN, **form).status_code == 400
+
+
+def oauth_client_credentials(w):
+    result = w.send("POST", OAUTH_TOKEN, **token_form(machine_client(w), grant_type="client_credentials"))
+    assert result.status_code == 200, result.text
+
+
+def oauth_refreshed(w):
+    client = w.oauth_client()
+    refresh = code_tokens(w, client)["refresh_token"]
+    result = w.send("POST", OAUTH_TOKEN, **token_form(client, grant_type="refresh_token", refresh_token=refresh))
+    assert result.status_code == 200, result.text
+
+
+def oauth_refresh_reused(w):
+    client = w.oauth_client()
+    form = token_form(client, grant_type="refresh_token", refresh_token=code_tokens(w, client)["refresh_token"])
+    assert w.client.simulate_post(OAUTH_TOKEN, **form).status_code == 200
+    assert w.send("POST", OAUTH_TOKEN, **form).status_code == 400
+
+
+def client_token_revoked(w):
+    client = machine_client(w)
+    result = w.client.simulate_post(OAUTH_TOKEN, **token_form(client, grant_type="client_credentials"))
+    assert result.status_code == 200, result.text
+    revoked = w.send("POST", REVOKE, **token_form(client, token=result.json["access_token"]))
+    assert revoked.status_code == 200 and revoked.json == {}
+
+
 def key(spec: events.EventSpec) -> tuple:
     return spec.name, spec.action, spec.target_type, spec.details
 
@@ -454,6 +537,9 @@ DRIVERS: dict[tuple, Callable[[World], None] | None] = {
         lambda w: w.send("POST", LOGOUT, w.user("leaving")),
     (E.TOKEN_REVOKED, f"POST {REVOKE}", "session", ("reason", "user_uuid")):
         lambda w: w.send("POST", REVOKE, json={"token": w.user("revoked").refresh_token}),
+    (E.TOKEN_REVOKED, f"POST {REVOKE}", "oauth_client", ("reason", "client_id")): client_token_revoked,
+    (E.TOKEN_REFRESHED, f"POST {OAUTH_TOKEN}", "session", ("user_uuid", "client_id")): oauth_refreshed,
+    (E.TOKEN_REUSE_DETECTED, f"POST {OAUTH_TOKEN}", "session", ("user_uuid", "client_id")): oauth_refresh_reused,
     (E.GROUP_CREATED, f"POST {GROUPS}", "group", ("name", "owner_uuid")):
         lambda w: w.send("POST", GROUPS, w.admin, json={"name": "Created"}),
     (E.GROUP_UPDATED, f"PUT {GROUPS}/{{id}}", "group", ("name", "changed")):
@@ -486,6 +572,11 @@ DRIVERS: dict[tuple, Callable[[World], None] | None] = {
     (E.OAUTH_AUTHORIZED, _PAGE_CONSENT, "user", _AUTHORIZED): page_consent,
     (E.OAUTH_CONSENT_GRANTED, _PAGE_CONSENT, "user", ("client_id", "scopes")): page_consent,
     (E.OAUTH_LOGOUT, f"GET {OAUTH_LOGOUT}", "session", ("user_uuid", "sessions_ended", "client_id?")): oauth_logout,
+    (E.OAUTH_TOKEN_ISSUED, f"POST {OAUTH_TOKEN}", "session", ("client_id", "grant_type", "scope", "user_uuid")):
+        oauth_code_exchanged,
+    (E.OAUTH_TOKEN_ISSUED, f"POST {OAUTH_TOKEN}", "oauth_client", ("client_id", "grant_type", "scope")):
+        oauth_client_credentials,
+    (E.OAUTH_CODE_REUSE_DETECTED, f"POST {OAUTH_TOKEN}", "session", ("client_id", "user_uuid")): oauth_code_reused,
     (E.OAUTH_CLIENT_CREATED, f"POST {OAUTH_CLIENTS}", "oauth_client", (*_CLIENT, "grant_types", "redirect_uris")):
         lambda w: w.send("POST", OAUTH_CLIENTS, w.admin, json={"name": "Reports", "type": "public",
                                                                "redirect_uris": ["http://127.0.0.1/cb"]}),
