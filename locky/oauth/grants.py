@@ -193,38 +193,38 @@ class CodeGrant(LockyTokens, grants.AuthorizationCodeGrant):
 
 
 class RefreshToken(dict):
-    """Authlib's view (``TokenMixin``) of a presented refresh token: its claims."""
+    """Authlib's view (``TokenMixin``) of a presented refresh token: its claims. Its
+    ``scope`` is what the login was granted (narrowed, if a refresh narrowed it)."""
 
-    def __init__(self, claims, session):
-        super().__init__(sub=claims.subject, sid=claims.session_uuid, jti=claims.jti, client_id=claims.client_id)
-        self.session = session
+    def __init__(self, claims):
+        super().__init__(sub=claims.subject, sid=claims.session_uuid, jti=claims.jti, client_id=claims.client_id,
+                         scope=claims.scope or "")
 
     def check_client(self, client) -> bool:
         return self["client_id"] == client.client_id
 
     def get_scope(self) -> str:
-        return self.session.scope or ""
+        return self["scope"]
 
 
 class RefreshGrant(LockyTokens, grants.RefreshTokenGrant):
     """``refresh_token``: the session's refresh token rotates (a new one each time, the
-    presented one spent); presenting a spent one revokes the login."""
+    presented one spent); presenting a spent one, or one of a login that ended, is
+    refused and recorded (``token.reuse_detected``), and a spent one ends the login.
+    Whether the login lives is the rotation's to say (one compare-and-set), as for
+    ``POST /v1/public/users/refresh``."""
 
     TOKEN_ENDPOINT_AUTH_METHODS = USER_GRANT_AUTH_METHODS
     INCLUDE_NEW_REFRESH_TOKEN = True
 
     def authenticate_refresh_token(self, refresh_token: str) -> RefreshToken | None:
-        context = self.server.context
         try:
-            claims = context.tokens.verify(refresh_token, kind="refresh")
+            claims = self.server.context.tokens.verify(refresh_token, kind="refresh")
         except Unauthorized:
             return None
         if claims.client_id is None:  # a refresh token of the /v1 API's login
             return None
-        found = context.storage.sessions.identity(claims.session_uuid)
-        if found is None or found[0].client_id != claims.client_id:
-            return None
-        return RefreshToken(claims, found[0])
+        return RefreshToken(claims)
 
     def authenticate_user(self, refresh_token: RefreshToken) -> User | None:
         context = self.server.context
