@@ -184,6 +184,18 @@ def undo_account_lifecycle_step(url: str) -> None:
         raw(url, f"ALTER TABLE locky_users DROP COLUMN {flag}")
 
 
+def undo_openid_provider_steps(url: str) -> None:
+    """Undo schema steps 9 (``v0009_oauth_clients``: its tables) and 8 (``v0008_oauth``:
+    the sessions' columns and their indexes; its signing-key change went with the table)."""
+    for table in ("locky_oauth_codes", "locky_consents", "locky_oauth_clients"):
+        raw(url, f"DROP TABLE {table}")
+    for column in ("client_id", "op_session_uuid"):
+        index = f"idx_locky_sessions__{column}"
+        raw(url, f"DROP INDEX {index} ON locky_sessions" if engine(url) == "mysql" else f"DROP INDEX {index}")
+    for column in ("client_id", "scope", "op_session_uuid", "amr"):
+        raw(url, f"ALTER TABLE locky_sessions DROP COLUMN {column}")
+
+
 def test_a_database_behind_the_code_migrates_or_names_the_command(database_url):
     app_for(database_url).close()
     raw(database_url, f"UPDATE locky_meta SET number = 1 WHERE {meta_key(database_url)} = 'schema_version'")
@@ -194,6 +206,7 @@ def test_a_database_behind_the_code_migrates_or_names_the_command(database_url):
     for table in ("locky_webhook_deliveries", "locky_webhooks", "locky_audit"):  # and step 6
         raw(database_url, f"DROP TABLE {table}")
     raw(database_url, f"DELETE FROM locky_meta WHERE {meta_key(database_url)} = 'cache_revision'")  # and step 7
+    undo_openid_provider_steps(database_url)  # and steps 8 and 9
     with pytest.raises(SettingsError, match=r"run `locky migrate`") as caught:
         create_app(make_settings(database_url, log_requests=False, auto_migrate=False))
     assert "version 1" in str(caught.value)
@@ -233,9 +246,10 @@ def test_mysql_tables_are_utf8mb4_and_binary(mysql_database):
     app_for(url).close()
     rows = raw(url, "SELECT table_name, table_collation FROM information_schema.tables"
                     " WHERE table_schema = DATABASE() AND table_name LIKE 'locky%%'")
-    # The entities' fifteen (step 4 added codes, outbox and totp; step 5 signing keys;
-    # step 6 audit, webhooks and deliveries) and locky_schema_history.
-    assert len(rows) == 16, rows
+    # The entities' eighteen (step 4 added codes, outbox and totp; step 5 signing keys;
+    # step 6 audit, webhooks and deliveries; step 9 OAuth clients, consents and codes)
+    # and locky_schema_history.
+    assert len(rows) == 19, rows
     assert {collation for _, collation in rows} == {"utf8mb4_nopad_bin"}
     columns = raw(url, "SELECT DISTINCT character_set_name FROM information_schema.columns"
                        " WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL")

@@ -31,6 +31,7 @@ from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, LockyClient, make_
 from locky.testing.databases import run_sql
 from support.server import locky_server, one_service
 from locky_pony import open_storage
+from locky_pony.migrations import LATEST
 from locky_pony.revision_bus import RevisionBus
 
 
@@ -188,7 +189,7 @@ def test_a_schema_upgraded_from_step_six_starts_the_revision(tmp_path):
     finally:
         storage.close()
     assert run_sql(url, "SELECT number FROM locky_meta WHERE key = 'cache_revision'") == [(1,)]
-    assert run_sql(url, "SELECT number FROM locky_meta WHERE key = 'schema_version'") == [(7,)]
+    assert run_sql(url, "SELECT number FROM locky_meta WHERE key = 'schema_version'") == [(LATEST,)]
 
 
 @pytest.mark.server
