@@ -2,7 +2,7 @@
 //
 //   RP_CONFIG='{...}' node rp.mjs SCENARIO [ARG]
 //
-// SCENARIO: discovery | code CLIENT | totp | errors | machine | machine-rotated |
+// SCENARIO: discovery | code CLIENT | totp | errors | machine | machine-role | machine-rotated |
 // before-delete | after-delete. RP_CONFIG (JSON, written by test_openid_client.py) names
 // the issuer, the redirect URIs, the registered clients (client_id, client_secret,
 // alg, name) and the users (email, password, uuid, name, groups; the TOTP user's
@@ -470,6 +470,16 @@ async function machine () {
   })
 }
 
+async function machineRole () {
+  const config = await configure('machine')
+  await check('machine: given a role (locky grant-role client:ID ROLE), it may do what the role allows', async () => {
+    const token = await client.clientCredentialsGrant(config)
+    const seen = await asMachine(config, token.access_token)
+    assert.equal(seen.list, 200)
+    assert.equal(seen.check, 200)
+  })
+}
+
 async function machineRotated () {
   const { machine_token: before } = loadState()
   await check('rotated secret: the old secret -> invalid_client', async () => {
@@ -525,7 +535,7 @@ async function afterDelete () {
 
 const scenarios = {
   discovery, code: () => codeFlow(arg), totp: totpFlow, errors, machine,
-  'machine-rotated': machineRotated, 'before-delete': beforeDelete, 'after-delete': afterDelete
+  'machine-role': machineRole, 'machine-rotated': machineRotated, 'before-delete': beforeDelete, 'after-delete': afterDelete
 }
 if (!scenarios[scenario]) {
   console.error(`unknown scenario ${scenario}; one of ${Object.keys(scenarios).join(', ')}`)

@@ -6,7 +6,8 @@ confidential clients authenticating with ``client_secret_basic`` and with
 ``client_secret_post`` and for a public client, ID tokens signed RS256 and ES256 checked
 by the library (signature against the JWKS, ``iss``, ``aud``, ``nonce``), userinfo,
 refresh rotation and reuse detection, ``prompt=none`` with and without a session,
-``max_age``, client credentials, introspection and revocation, end-session with and
+``max_age``, client credentials (and a role given to the client with ``locky
+grant-role``), introspection and revocation, end-session with and
 without a post-logout URI, a TOTP user's second step, and the error cases: an
 unregistered redirect URI or an unknown client (400 page, no redirect), a public client
 without PKCE, a wrong verifier, a code used twice, a rotated secret and a deleted client.
@@ -148,6 +149,7 @@ EXPECTED: dict[tuple[str, ...], list[str]] = {
                        "client_credentials grant", "the token's subject is the client",
                        "may ask /v1/internal/authz/check, may not list users", "introspection")]
                   + ["machine: a wrong secret -> invalid_client (401)"],
+    ("machine-role",): ["machine: given a role (locky grant-role client:ID ROLE), it may do what the role allows"],
     ("machine-rotated",): ["rotated secret: the old secret -> invalid_client",
                            "rotated secret: the new secret works",
                            "rotated secret: a token from before the rotation still works",
@@ -181,13 +183,16 @@ class Provider:
         self.clients[label] = body
         return body
 
+    def cli(self, *args: str) -> str:
+        """``locky ARGS`` on the server's database (the operator's command); its output."""
+        done = subprocess.run([sys.executable, "-m", "locky.cli.main", *args], cwd=self.workdir, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
     def register_with_the_cli(self, label: str, *options: str) -> dict:
         """``locky clients create NAME OPTIONS --json``, the operator's way, on the server's database."""
-        done = subprocess.run([sys.executable, "-m", "locky.cli.main", "clients", "create", CLIENTS[label]["name"],
-                               *options, "--json"], cwd=self.workdir, env=self.env, capture_output=True, text=True,
-                              timeout=120)
-        assert done.returncode == 0, done.stderr
-        body = json.loads(done.stdout)
+        body = json.loads(self.cli("clients", "create", CLIENTS[label]["name"], *options, "--json"))
         assert body["client_secret"] and body["grant_types"] == CLIENTS[label]["grant_types"], body
         self.clients[label] = body
         return body
@@ -276,6 +281,14 @@ def _outcome(provider: Provider, scenario: tuple[str, ...]) -> dict[str, str | N
     rotated, a client deleted."""
     if scenario in provider.outcomes:
         return provider.outcomes[scenario]
+    if scenario == ("machine-role",):
+        # After the machine scenario saw it refused a user list: a role that allows it.
+        _outcome(provider, ("machine",))
+        status, _, role = provider.server.request("POST", "/v1/private/roles", {
+            "name": "directory-reader", "permissions": [{"resource": "users", "action": "read"}]},
+            headers=provider.admin)
+        assert status == 201, role
+        provider.cli("grant-role", f"client:{provider.clients['machine']['client_id']}", "directory-reader")
     if scenario == ("machine-rotated",):
         _outcome(provider, ("machine",))
         machine = provider.clients["machine"]
