@@ -32,7 +32,8 @@ def test_a_client_introspects_with_its_secret(locky_app, locky_client, user, end
     machine = make_client(locky_app, grant_types=("client_credentials",))
     web = make_client(locky_app)
     access = login_tokens(locky_app, web, end_user)["access_token"]
-    by_basic = locky_client.simulate_post(INTROSPECT, body=urlencode({"token": access}), headers=basic(machine.client_id))
+    by_basic = locky_client.simulate_post(INTROSPECT, body=urlencode({"token": access}),
+                                          headers=basic(machine.client_id))
     assert by_basic.status_code == 200, by_basic.text
     answer = by_basic.json
     assert answer["active"] is True and answer["sub"] == user.uuid and answer["username"] == user.email
@@ -47,7 +48,8 @@ def test_a_client_introspects_with_its_secret(locky_app, locky_client, user, end
     assert mine["active"] is True and mine["sub"] == machine.client_id and "username" not in mine
     assert mine["client_id"] == machine.client_id and mine["scope"] == "groups"
     # And a bearer caller (its token the client's own) works as before.
-    as_bearer = locky_client.simulate_post(INTROSPECT, json={"token": access}, headers={"Authorization": f"Bearer {own}"})
+    as_bearer = locky_client.simulate_post(INTROSPECT, json={"token": access},
+                                           headers={"Authorization": f"Bearer {own}"})
     assert as_bearer.status_code == 200 and as_bearer.json == answer
 
 
