@@ -172,7 +172,8 @@ def test_login_tokens_are_es256_jwts_with_exactly_the_contract_claims(locky_clie
     user = locky_client.register("ada@example.com")
     body = login(locky_client, "ada@example.com").json
     published = locky_client.simulate_get(JWKS).json["keys"]
-    assert [key["kid"] for key in published] == [published[0]["kid"]]  # one key, the active one
+    # One ES256 key, the active one, first; RS256's (ID tokens) beside it.
+    assert [key["alg"] for key in published] == ["ES256", "RS256"]
     for token in (body["access_token"], body["refresh_token"]):
         header = jwt.get_unverified_header(token)
         assert header["alg"] == "ES256"  # the default (docs/http/tokens.md)
@@ -568,10 +569,11 @@ def test_only_the_configured_algorithm_is_accepted(tmp_path, algorithm):
         header = jwt.get_unverified_header(account.access_token)
         assert header["alg"] == algorithm
         assert header.get("kid") == key.kid  # a kid with every asymmetric algorithm, none with HMAC
+        # The configured algorithm's key, and RS256's for ID tokens (alone with HMAC).
+        published = client.simulate_get(JWKS).json["keys"]
         if algorithm in ASYMMETRIC:
-            assert [k["kid"] for k in client.simulate_get(JWKS).json["keys"]] == [key.kid]
-        else:
-            assert client.simulate_get(JWKS).json == {"keys": []}
+            assert [k["kid"] for k in published if k["alg"] == algorithm] == [key.kid]
+        assert sorted({k["alg"] for k in published}) == sorted({algorithm, "RS256"} - {"HS256", "HS384", "HS512"})
         claims = key.decode(account.access_token)
         assert me(client, key.sign({**claims, "jti": "control"})).status_code == 200
         for other in ALGORITHMS:
