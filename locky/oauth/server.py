@@ -29,6 +29,7 @@ from authlib.oauth2.rfc7636 import CodeChallenge
 
 from locky.accounts.codes import hash_code
 from locky.oauth import grants
+from locky.errors import Invalid
 from locky.http.media import FORM, read_form_pairs
 from locky.records import OAuthClient, Session, User
 
@@ -122,8 +123,17 @@ class OAuthRequest(OAuth2Request):
 
     @classmethod
     def from_falcon(cls, req: falcon.Request, base: str, max_bytes: int) -> "OAuthRequest":
-        query = parse_qsl(req.query_string, keep_blank_values=True, max_num_fields=100)
+        try:
+            query = parse_qsl(req.query_string, keep_blank_values=True, max_num_fields=100)
+        except ValueError:
+            raise Invalid.one("query", "The query string has too many parameters.") from None
         return cls(req.method, base + req.relative_uri, dict(req.headers), query, read_form(req, max_bytes))
+
+    @classmethod
+    def form_post(cls, req: falcon.Request, base: str, max_bytes: int) -> "OAuthRequest":
+        """A request whose parameters are its form body only (the token endpoint, RFC 6749
+        section 3.2): a query string is not read, so a secret there is not taken."""
+        return cls(req.method, base + req.path, dict(req.headers), [], read_form(req, max_bytes))
 
     @classmethod
     def from_params(cls, base: str, params: Iterable[tuple[str, str]], method: str = "GET",

@@ -30,7 +30,7 @@ class TokenEndpoint:
     def on_post(self, req, resp):
         server = oauth_server(self.context)
         try:
-            request = OAuthRequest.from_falcon(req, server.base, server.max_body_bytes)
+            request = OAuthRequest.form_post(req, server.base, server.max_body_bytes)
             repeated = sorted(name for name, values in request.payload.datalist.items() if len(values) > 1)
             if repeated:
                 # RFC 6749 section 3.2: no parameter more than once (Authlib checks this at

@@ -15,7 +15,7 @@ from locky import events
 from locky.accounts.codes import hash_code
 from locky.records import utcnow
 from token_helpers import (
-    FORM, REDIRECT_URI, TOKEN, USERINFO, authorize, basic, claims, events_named, exchange, issue_code,
+    FORM, REDIRECT_URI, SECRET, TOKEN, USERINFO, authorize, basic, claims, events_named, exchange, issue_code,
     make_client, token_request, verified_id_token,
 )
 
@@ -313,6 +313,9 @@ def test_errors_are_rfc_6749_json_never_the_field_map(locky_app, locky_client):
         (dict(body="grant_type=client_credentials&no-equals-sign", headers=FORM), 400, "invalid_request"),
         (dict(body="grant_type=x&pad=" + "a" * 70_000, headers=FORM), 413, "invalid_request"),
         (dict(body="", headers={"Content-Type": "text/plain"}), 400, "unsupported_grant_type"),
+        # Parameters come from the body only: a query string is not read.
+        (dict(query_string=f"client_id={client.client_id}&client_secret={SECRET}",
+              body="grant_type=client_credentials", headers=FORM), 401, "invalid_client"),
     ]
     for kwargs, status, error in cases:
         result = locky_client.simulate_post(TOKEN, **kwargs)
