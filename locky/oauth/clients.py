@@ -43,6 +43,11 @@ FIELDS = ("name", "type", "redirect_uris", "post_logout_redirect_uris", "grant_t
           "id_token_signed_response_alg", "first_party")
 #: A numeric ``{id}`` in a path: digits only (the record's id).
 DIGITS = re.compile(r"^[0-9]{1,20}$")
+#: The refusals of the rules between fields and of what a client is (400s, by field).
+PUBLIC_WITHOUT_CREDENTIALS = "A public client cannot use client_credentials: it holds no secret."
+CODE_NEEDS_REDIRECT = "A client of the authorization_code grant needs at least one redirect URI."
+TYPE_FIXED = "A client's type cannot change: register a new client."
+PUBLIC_HAS_NO_SECRET = "A public client has no secret."
 
 
 def redirect_uri_problem(uri: str) -> str | None:
@@ -100,10 +105,9 @@ def check_rules(type: str, grant_types: Iterable[str], redirect_uris: Iterable[s
     authorization code flow needs somewhere to send the user back."""
     grant_types, redirect_uris = tuple(grant_types), tuple(redirect_uris)
     if type == PUBLIC and CLIENT_CREDENTIALS in grant_types:
-        raise Invalid.one("grant_types", "A public client cannot use client_credentials: it holds no secret.")
+        raise Invalid.one("grant_types", PUBLIC_WITHOUT_CREDENTIALS)
     if AUTHORIZATION_CODE in grant_types and not redirect_uris:
-        raise Invalid.one("redirect_uris", "A client of the authorization_code grant needs at least one"
-                                           " redirect URI.")
+        raise Invalid.one("redirect_uris", CODE_NEEDS_REDIRECT)
 
 
 def new_client_id() -> str:
@@ -198,7 +202,7 @@ class Clients:
         client = self.find(key)
         changes = {name: tuple(value) if isinstance(value, list) else value for name, value in data.items()}
         if changes.pop("type", client.type) != client.type:
-            raise Invalid.one("type", "A client's type cannot change: register a new client.")
+            raise Invalid.one("type", TYPE_FIXED)
         merged = {name: changes.get(name, getattr(client, name)) for name in ("grant_types", "redirect_uris")}
         check_rules(client.type, merged["grant_types"], merged["redirect_uris"])
         with self.storage.atomic():
@@ -211,7 +215,7 @@ class Clients:
         (tokens already issued keep working until they expire)."""
         client = self.find(key)
         if client.type != CONFIDENTIAL:
-            raise Invalid.one("type", "A public client has no secret.")
+            raise Invalid.one("type", PUBLIC_HAS_NO_SECRET)
         secret = new_code()
         with self.storage.atomic():
             record = self.store.update(client.id, secret_hash=hash_code(secret))

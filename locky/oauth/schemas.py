@@ -28,14 +28,16 @@ URI_TEXT = ("Absolute, without fragment or wildcard: https://, or http:// only t
 
 
 def uri_list(text: str, **kwargs) -> fields.List:
-    return fields.List(fields.String(validate=redirect_uri), validate=[validate.Length(0, rules.MAX_URIS), each_once],
-                       **kwargs, **d(f"{text} {URI_TEXT} At most {rules.MAX_URIS}."))
+    # Each URI's rules are in words: no regular expression says what urlsplit reads a URI as.
+    item = fields.String(validate=redirect_uri, metadata={"minLength": 1, "maxLength": rules.MAX_URI_LENGTH})
+    return fields.List(item, validate=[validate.Length(0, rules.MAX_URIS), each_once], **kwargs,
+                       **d(f"{text} {URI_TEXT} At most {rules.MAX_URIS}, each once.", uniqueItems=True))
 
 
 def choices(options: tuple[str, ...], text: str, **kwargs) -> fields.List:
     return fields.List(fields.String(validate=validate.OneOf(options, error="Must be one of: {choices}.")),
                        validate=[validate.Length(1, len(options)), each_once], **kwargs,
-                       **d(f"{text} Any of {', '.join(options)}."))
+                       **d(f"{text} Any of {', '.join(options)}, each once.", uniqueItems=True))
 
 
 def one_of(options: tuple[str, ...], text: str, **kwargs) -> fields.String:

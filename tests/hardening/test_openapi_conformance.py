@@ -63,6 +63,7 @@ from locky.audit.schemas import KnownEvents, event_pattern
 from locky.errors import MISSING_REFERENCE
 from locky.accounts.lifecycle import BAD_TOKEN
 from locky.testing import ADMIN_EMAIL, make_settings
+from locky.oauth import clients as oauth_clients
 from locky.webhooks import targets as webhook_targets
 
 from harden import EVIDENCE, STRONG, RecordingClient, fresh_database, query
@@ -278,6 +279,30 @@ def webhook_rule_refused_rightly(app, case, body: dict) -> bool:
     return False
 
 
+#: 400s of the OAuth client rules between fields, or between a request and the client it
+#: changes (docs/http/oauth.md states them in words): a public client's grants and secret,
+#: a type that stays, an authorization_code client's redirect URI.
+OAUTH_CLIENT_RULES = {oauth_clients.PUBLIC_WITHOUT_CREDENTIALS, oauth_clients.CODE_NEEDS_REDIRECT,
+                      oauth_clients.TYPE_FIXED, oauth_clients.PUBLIC_HAS_NO_SECRET}
+
+
+def oauth_client_rule_refused_rightly(case, body: dict) -> bool:
+    """Whether a 400 of the OAuth client rules the document states in words
+    (docs/http/oauth.md: a redirect URI's form, the rules between fields) is what those
+    rules say of the case's body."""
+    if not case.operation.path.startswith("/private/oauth/clients") or not body:
+        return False
+    values = case.body if isinstance(case.body, dict) else {}
+
+    def explained(field: str, message: str) -> bool:
+        uris = values.get(field)
+        return message in OAUTH_CLIENT_RULES or (
+            field in ("redirect_uris", "post_logout_redirect_uris") and isinstance(uris, list)
+            and any(isinstance(uri, str) and oauth_clients.redirect_uri_problem(uri) == message for uri in uris))
+
+    return all(explained(field, message) for field, message in body.items())
+
+
 def fuzz(app, client: RecordingClient, examples: int) -> Run:
     callers = Callers(client)
     seed(client, callers)
@@ -324,6 +349,9 @@ def fuzz(app, client: RecordingClient, examples: int) -> Run:
                 return False
             if webhook_rule_refused_rightly(app, case, body):
                 run.ignored["webhook rule 400"] += 1
+                return False
+            if oauth_client_rule_refused_rightly(case, body):
+                run.ignored["oauth client rule 400"] += 1
                 return False
         if name == "AcceptedNegativeData" and response.status_code < 300 and password_valid_by_bytes(document, case):
             run.ignored["password counted in bytes"] += 1
