@@ -5,6 +5,7 @@ user's consents listed and withdrawn, each change in the audit trail."""
 
 from __future__ import annotations
 
+import base64
 import re
 import uuid
 
@@ -328,6 +329,36 @@ def test_rotating_gives_a_new_secret_and_the_old_one_stops(locky_client, locky_a
 def test_a_public_client_has_no_secret_to_rotate(locky_client, locky_admin):
     made = register(locky_client, locky_admin, type="public")
     assert_fields(locky_client.simulate_post(f"{PRIVATE}/{made['id']}/secret", headers=locky_admin.headers), "type")
+
+
+# -- at the token endpoint ----------------------------------------------------------------
+
+
+def client_credentials(client, client_id: str, secret: str):
+    basic = base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+    return client.simulate_post("/oauth/token", body="grant_type=client_credentials",
+                                headers={"Authorization": f"Basic {basic}",
+                                         "Content-Type": "application/x-www-form-urlencoded"})
+
+
+def test_the_secret_and_the_tokens_of_a_machine_client_at_the_token_endpoint(locky_client, locky_admin):
+    made = register(locky_client, locky_admin, redirect_uris=[], grant_types=["client_credentials"])
+    issued = client_credentials(locky_client, made["client_id"], made["client_secret"])
+    assert issued.status_code == 200, issued.text
+    bearer = {"Authorization": f"Bearer {issued.json['access_token']}"}
+    check = {"user_uuid": locky_admin.uuid, "resource": "reports", "action": "read"}
+    assert locky_client.simulate_get("/v1/internal/authz/check", params=check, headers=bearer).status_code == 200
+
+    rotated = locky_client.simulate_post(f"{PRIVATE}/{made['id']}/secret", headers=locky_admin.headers).json
+    refused = client_credentials(locky_client, made["client_id"], made["client_secret"])
+    assert refused.status_code == 401 and refused.json["error"] == "invalid_client"  # the old secret, at once
+    assert client_credentials(locky_client, made["client_id"], rotated["client_secret"]).status_code == 200
+    # A new secret does not end the tokens issued before.
+    assert locky_client.simulate_get("/v1/internal/authz/check", params=check, headers=bearer).status_code == 200
+
+    assert locky_client.simulate_delete(f"{PRIVATE}/{made['id']}", headers=locky_admin.headers).status_code == 204
+    assert locky_client.simulate_get("/v1/internal/authz/check", params=check, headers=bearer).status_code == 401
+    assert client_credentials(locky_client, made["client_id"], rotated["client_secret"]).status_code == 401
 
 
 # -- consents -----------------------------------------------------------------------------
