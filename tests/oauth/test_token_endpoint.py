@@ -336,3 +336,29 @@ def test_an_unknown_client_is_401_however_it_authenticates(locky_app, locky_clie
         result = locky_client.simulate_post(TOKEN, body=urlencode(form), headers=headers)
         assert result.status_code == 401 and result.json["error"] == "invalid_client", result.text
         assert result.headers["www-authenticate"].startswith('Basic error="invalid_client"')
+
+
+def test_concurrent_exchanges_of_one_code_issue_one_login_and_end_it(locky_app, locky_client, end_user):
+    """The code is spent by one compare-and-set: of exchanges racing, one gets tokens and
+    every other is a second use, which ends the login the first made."""
+    import threading
+
+    client = make_client(locky_app)
+    code = issue_code(locky_app, client, end_user)
+    results, start = [], threading.Barrier(6)
+
+    def exchange_once():
+        start.wait()
+        results.append(exchange(locky_client, client, code))
+
+    threads = [threading.Thread(target=exchange_once) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    issued = [r for r in results if r.status_code == 200]
+    assert len(issued) == 1 and all(r.json["error"] == "invalid_grant" for r in results if r.status_code != 200)
+    access = issued[0].json["access_token"]
+    assert locky_client.simulate_get(USERINFO, headers=bearer(access)).status_code == 401
+    assert len(events_named(locky_app, events.OAUTH_TOKEN_ISSUED)) == 1
+    assert events_named(locky_app, events.OAUTH_CODE_REUSE_DETECTED)
