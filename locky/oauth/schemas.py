@@ -9,7 +9,7 @@ from __future__ import annotations
 from marshmallow import Schema, ValidationError, fields, pre_load, validate
 
 from locky.oauth import clients as rules
-from locky.schemas import NAME, NAME_PATTERN, NAME_TEXT, RecordSchema, RequestSchema, StrictBoolean, Timestamp, d
+from locky.schemas import NAME, NAME_PATTERN, NAME_TEXT, NO_NUL_PATTERN, RecordSchema, RequestSchema, StrictBoolean, Timestamp, d
 
 
 def redirect_uri(value: str) -> None:
@@ -29,7 +29,8 @@ URI_TEXT = ("Absolute, without fragment or wildcard: https://, or http:// only t
 
 def uri_list(text: str, **kwargs) -> fields.List:
     # Each URI's rules are in words: no regular expression says what urlsplit reads a URI as.
-    item = fields.String(validate=redirect_uri, metadata={"minLength": 1, "maxLength": rules.MAX_URI_LENGTH})
+    item = fields.String(validate=redirect_uri, metadata={"minLength": 1, "maxLength": rules.MAX_URI_LENGTH,
+                                                          "pattern": NO_NUL_PATTERN})
     return fields.List(item, validate=[validate.Length(0, rules.MAX_URIS), each_once], **kwargs,
                        **d(f"{text} {URI_TEXT} At most {rules.MAX_URIS}, each once.", uniqueItems=True))
 
