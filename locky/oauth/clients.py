@@ -63,10 +63,9 @@ def redirect_uri_problem(uri: str) -> str | None:
         return "Must be an ASCII URI without spaces or control characters."
     try:
         parts = urlsplit(uri)
-        port = parts.port  # a port that is not a number is a ValueError
+        parts.port  # read for its check: a port that is not a number in 0-65535 is a ValueError
     except ValueError:
         return "Not a valid URI."
-    del port
     if not parts.scheme or not parts.netloc:
         return "Must be an absolute URI (https://host/path)."
     if "#" in uri:
