@@ -5,8 +5,9 @@ of), registers a public one (no secret), is told in words why a redirect URI ove
 http to another host is refused, gives the client a new secret (the stored hash moves to
 it) and deletes a client with the keyboard-reachable confirmation; a user who is no
 admin sees no clients screen, finds the application they allowed on their own screen and
-withdraws the consent (gone from storage). Every control is labelled, and the browser
-logs nothing but the refusal the test asked for.
+withdraws the consent (gone from storage). The screen fits a 390 px phone with long names
+and URIs, every control is labelled, and the browser logs nothing but the refusal the
+test asked for.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` and ``selenium``, like
 ``tests/test_console_browser.py``; without them the module skips (unless
@@ -143,9 +144,14 @@ class Browser:
                   and not self.driver.find_elements(By.CSS_SELECTOR, "#screen[aria-busy]"))
 
     def sign_in(self, email: str) -> None:
-        self.driver.get(self.base + "/console/")
-        self.driver.execute_script("sessionStorage.clear()")
-        self.driver.get(self.base + "/console/")
+        """``email`` signed in: whoever is signed in first signs out, as a person would."""
+        who = self.driver.find_elements(By.ID, "who")
+        if who and who[0].text == email:
+            return
+        if who:
+            self.driver.find_element(By.ID, "signout").click()
+        else:
+            self.driver.get(self.base + "/console/")
         self.find("form#signin")
         self.fill("Email", email)
         self.fill("Password", PASSWORD)
@@ -249,6 +255,28 @@ def test_an_admin_registers_rotates_and_deletes_clients(browser, storage):
     assert storage.oauth_clients.get(spa.id) is None
     browser.shot("clients")
     browser.console += browser.driver.get_log("browser")
+
+
+def test_the_clients_screen_fits_a_phone(browser, storage):
+    long_uri = "https://" + "callback-" * 30 + ".example.com/" + "path" * 60
+    storage.oauth_clients.create(client_id="phone-" + "x" * 40, name="An application with a very long name" * 4,
+                                 type="confidential", redirect_uris=(long_uri,), post_logout_redirect_uris=(),
+                                 grant_types=("authorization_code",), scopes=("openid",),
+                                 id_token_signed_response_alg="RS256", first_party=True, secret_hash="0" * 64)
+    browser.sign_in(ADMIN)
+    driver = browser.driver
+    driver.set_window_size(390, 844)
+    try:
+        browser.go("#/users", "Users")
+        browser.go("#/clients", "OAuth clients")
+        browser.wait(lambda: any("very long name" in r for r in browser.rows()))
+        width = driver.execute_script(
+            "return [document.documentElement.scrollWidth, document.body.scrollWidth,"
+            " document.documentElement.clientWidth, window.innerWidth]")
+        browser.shot("phone-clients")
+        assert max(width[:2]) <= width[2] <= width[3] <= 390, width
+    finally:
+        driver.set_window_size(1280, 900)
 
 
 def test_a_user_withdraws_a_consent_on_their_own_screen(browser, storage):
