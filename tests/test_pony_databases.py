@@ -148,8 +148,8 @@ def test_a_new_sqlite_file_locked_by_another_process_starts_once_the_lock_is_gon
 def test_workers_starting_together_on_a_new_database_all_start(database_url):
     # Each app writes the built-in roles at start; the race between them must not stop one.
     results = in_processes(_start_app_and_count_roles, [(database_url,)] * 4)
-    assert results == [6, 6, 6, 6], results
-    assert raw(database_url, "SELECT COUNT(*) FROM locky_roles WHERE builtin AND del_token = 0") == [(6,)]
+    assert results == [7, 7, 7, 7], results  # admin, user, client and the four group roles
+    assert raw(database_url, "SELECT COUNT(*) FROM locky_roles WHERE builtin AND del_token = 0") == [(7,)]
     assert raw(database_url, "SELECT COUNT(*) FROM locky_meta") == [(3,)]  # policy and cache revisions, schema
     # The schema was made once: one history row per step.
     assert raw(database_url, "SELECT COUNT(*) FROM locky_schema_history") == [(SCHEMA_VERSION,)]
