@@ -101,8 +101,8 @@ def _parser(pm: pluggy.PluginManager | None = None) -> argparse.ArgumentParser:
 
     keys = sub.add_parser("keys", help="the token-signing keys (ES256, EdDSA, RS256)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="ACTION", help="what to do")
-    keys_sub.add_parser("rotate", help="make a new active signing key (tokens signed before stay valid)",
-                        parents=config)
+    keys_sub.add_parser("rotate", help="make a new active signing key in every key family (tokens signed before"
+                        " stay valid)", parents=config)
     keys_sub.add_parser("list", help="list the stored keys: kid, algorithm, made, retired", parents=config)
 
     trail = sub.add_parser("audit", help="the audit trail")
