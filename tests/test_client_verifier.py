@@ -701,21 +701,22 @@ def test_real_locky_key_rotation_reaches_the_verifier(locky):
 
 
 @pytest.mark.server
-def test_real_locky_with_hmac_publishes_only_its_id_token_key(tmp_path, no_locky_env):
-    """With HS256 the access tokens are signed with the secret: the JWKS holds RS256's key
-    (ID tokens) only, and the verifier refuses the HS256 access token."""
+def test_real_locky_with_hmac_has_no_keys(tmp_path, no_locky_env):
+    """With HS256 the access tokens are signed with the secret: the JWKS is empty (no
+    OAuth client needs ID-token keys yet), and the verifier refuses the HS256 token."""
     from support.server import locky_server
 
     with locky_server(tmp_path, env=server_env(tmp_path, LOCKY_JWT_ALGORITHM="HS256"), workers=1) as server:
         require_jwks(server)
         status, _, jwks = server.request("GET", "/.well-known/jwks.json")
-        assert status == 200 and [key["alg"] for key in jwks["keys"]] == ["RS256"]
+        assert status == 200 and jwks == {"keys": []}
         login = register_and_login(server, "ada@example.com")
         verifier = TokenVerifier(server.url)
         with pytest.raises(InvalidToken) as caught:  # the HS256 header is refused before any fetch
             verifier.verify(login["access_token"])
         assert caught.value.reason == "algorithm not allowed"
-        assert list(verifier.key_ids) == [jwks["keys"][0]["kid"]]
+        with pytest.raises(VerifierError, match="no public signing key"):
+            verifier.key_ids
 
 
 @pytest.mark.server

@@ -309,13 +309,26 @@ def test_the_jwks_publishes_the_active_public_key(app_client, algorithm):
 
 
 @pytest.mark.parametrize("algorithm", HMAC)
-def test_with_an_hmac_algorithm_the_jwks_holds_the_id_token_key_only(app_client, algorithm):
-    """Access tokens are signed with the secret (nothing to publish); ID tokens need a
-    key every relying party can check: RS256's."""
+def test_with_an_hmac_algorithm_the_jwks_is_empty_until_a_client_needs_id_token_keys(app_client, algorithm):
+    """Access tokens are signed with the secret: nothing to publish, nothing to rotate
+    (409). Once the OpenID provider has a client, its ID tokens need a key every relying
+    party can check: RS256's."""
     app, client = app_client(jwt_algorithm=algorithm)
     account = client.account("ada@example.com")
+    admin = client.account(ADMIN_EMAIL, verified=True)
     result = client.simulate_get(JWKS)
     assert result.status_code == 200
+    assert result.json == {"keys": []}
+    assert_cacheable(result.headers)
+    assert keys_listing(client, account.headers) == []
+    refused = client.simulate_post(ROTATE, headers=admin.headers)
+    assert refused.status_code == 409, refused.text
+    assert "LOCKY_JWT_SECRET" in refused.json["description"]
+
+    made = client.simulate_post("/v1/private/oauth/clients", headers=admin.headers, json={
+        "name": "Reports", "type": "confidential", "redirect_uris": ["http://127.0.0.1:9/callback"]})
+    assert made.status_code == 201, made.text
+    result = client.simulate_get(JWKS)
     [jwk] = result.json["keys"]
     assert_public_jwk(jwk, "RS256")
     assert_cacheable(result.headers)
@@ -515,6 +528,9 @@ def test_rotation_is_for_admins(locky_client, locky_user):
 def test_rotation_with_an_hmac_algorithm_rotates_the_id_token_key(app_client, algorithm):
     app, client = app_client(jwt_algorithm=algorithm)
     admin = client.account(ADMIN_EMAIL, verified=True)
+    made = client.simulate_post("/v1/private/oauth/clients", headers=admin.headers, json={
+        "name": "Reports", "type": "confidential", "redirect_uris": ["http://127.0.0.1:9/callback"]})
+    assert made.status_code == 201, made.text
     [old] = published_kids(client)
     result = client.simulate_post(ROTATE, headers=admin.headers)
     assert result.status_code == 200, result.text
@@ -1126,5 +1142,11 @@ def test_with_hs256_tokens_signed_with_the_secret_keep_working(app_client):
     claims = claims_of(ada.access_token)
     crafted = jwt.encode({**claims, "jti": uuid.uuid4().hex}, TEST_SECRET, algorithm="HS256")
     assert again.simulate_get(ME, headers=bearer(crafted)).status_code == 200
-    # The JWKS publishes RS256's key (ID tokens) and the ES256 family's, never a secret.
+    # Without an OAuth client the JWKS publishes nothing (and never a secret)...
+    assert again.simulate_get(JWKS).json == {"keys": []}
+    # ...with one, RS256's key (ID tokens) and the ES256 family the earlier run made.
+    admin = again.account(ADMIN_EMAIL, verified=True)
+    made = again.simulate_post("/v1/private/oauth/clients", headers=admin.headers, json={
+        "name": "Reports", "type": "confidential", "redirect_uris": ["http://127.0.0.1:9/callback"]})
+    assert made.status_code == 201, made.text
     assert sorted(key["alg"] for key in again.simulate_get(JWKS).json["keys"]) == ["ES256", "RS256"]

@@ -30,8 +30,17 @@ KEY_LIST = KeyListSchema()
 
 def signing_keys(context):
     """The token backend's key families (every algorithm's: the configured one's and
-    RS256's for ID tokens), or ``None`` (a backend without keys of its own)."""
-    return getattr(context.tokens, "keyring", None)
+    RS256's for ID tokens), or ``None``: a backend without keys of its own, or a
+    shared-secret (HMAC) algorithm while no OAuth client is registered. HMAC access
+    tokens are verified by Locky alone, so their JWKS stays ``{"keys": []}`` and there is
+    nothing to rotate (409); the ID-token keys appear once the OpenID provider has a
+    client, whose relying parties need them."""
+    keyring = getattr(context.tokens, "keyring", None)
+    if keyring is None:
+        return None
+    if context.settings.jwt_algorithm.startswith("HS") and context.storage.oauth_clients.count() == 0:
+        return None
+    return keyring
 
 
 class Jwks:
@@ -118,6 +127,9 @@ class KeyRotation:
         self.context.require(req.context.identity, "keys", "rotate")
         keyring = signing_keys(self.context)
         if keyring is None:
+            if self.context.settings.jwt_algorithm.startswith("HS"):
+                raise StateConflict(f"{self.context.settings.jwt_algorithm} tokens are signed with"
+                                    " LOCKY_JWT_SECRET: there is no key to rotate.")
             raise StateConflict(f"the {self.context.settings.tokens} token backend keeps no signing keys:"
                                 " there is no key to rotate.")
         records = rotate_keys(self.context, keyring)
@@ -287,7 +299,7 @@ def routes(context) -> list[Route]:
                       description="Public information only: kid, alg, created_at, retired_at (null while"
                                   " active). Every family: the configured algorithm's keys and RS256's (ID"
                                   " tokens), ES256's or EdDSA's once a client's ID tokens use them; with an"
-                                  " HMAC algorithm the ID-token keys only."),
+                                  " HMAC algorithm the ID-token keys only, once an OAuth client is registered."),
         )),
         Route("/v1/private/keys/rotate", KeyRotation(context), (
             Operation("post", "Make a new active signing key", tag, response="Jwk", errors=(401, 403, 409, 503),
@@ -295,7 +307,8 @@ def routes(context) -> list[Route]:
                                   " other ID-token family) and answers the configured algorithm's new public"
                                   " JWK (RS256's with an HMAC algorithm). Tokens signed before stay valid"
                                   " until they expire; the retired keys stay in the JWKS until then. 409 with"
-                                  " a token backend that keeps no keys."),
+                                  " a token backend that keeps no keys, and with an HMAC algorithm while no"
+                                  " OAuth client is registered."),
         )),
         Route("/v1/internal/tokens/introspect", Introspection(context), (
             Operation("post", "Is this token valid now? (RFC 7662)", tag, body="TokenRequest",
