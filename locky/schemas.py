@@ -277,7 +277,7 @@ class GroupUpdateSchema(GroupRequestSchema):
 class MemberRequestSchema(RequestSchema):
     group_uuid = Uuid("The live group to join.", required=True, example=EXAMPLE_UUID)
     user_uuid = Uuid("The live user who joins.", required=True, example=EXAMPLE_UUID)
-    role = fields.String(load_default="member", validate=Pattern(ROLE_NAME, error="Not a valid role name."), **d("Name of an existing role; default member. admin and user are held globally, never through a membership (400)."))
+    role = fields.String(load_default="member", validate=Pattern(ROLE_NAME, error="Not a valid role name."), **d("Name of an existing role; default member. admin and user are held globally, client by every machine client: never through a membership (400)."))
 
 
 class PermissionSchema(Schema):

@@ -67,6 +67,16 @@ def test_role_defaults_to_member(locky_client, owner, group, friend):
     assert add_member(locky_client, owner, group, friend.uuid)["role"] == "member"
 
 
+@pytest.mark.parametrize(("role", "message"), [
+    ("admin", "Not a membership role: admin and user are held globally."),
+    ("user", "Not a membership role: admin and user are held globally."),
+    ("client", "Not a membership role: client is the role of every machine client."),
+])
+def test_roles_held_outside_groups_are_no_membership_roles(locky_client, locky_admin, group, friend, role, message):
+    result = post(locky_client, locky_admin, {"group_uuid": group["uuid"], "user_uuid": friend.uuid, "role": role})
+    assert (result.status_code, result.json) == (400, {"role": message})
+
+
 @pytest.mark.parametrize("role", ["owner", "maintainer", "member", "viewer"])
 def test_any_builtin_group_role_may_be_given(locky_client, owner, group, friend, role):
     assert add_member(locky_client, owner, group, friend.uuid, role)["role"] == role

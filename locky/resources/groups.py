@@ -26,7 +26,7 @@ GROUP, MEMBER, ROLE = GroupSchema(), MemberSchema(), RoleSchema()
 BODY_ERRORS = (400, 401, 403, 413, 415, 503)
 #: Roles held globally, never through a membership: every authenticated user holds
 #: ``user``, and ``admin`` held in a group would match ``p, admin, *, *, *`` there.
-GLOBAL_ROLES = frozenset({"admin", "user"})
+GLOBAL_ROLES = frozenset({"admin", "user", "client"})
 
 
 def membership(member) -> dict:
@@ -141,6 +141,8 @@ class MemberWrites:
 
     def on_post(self, req, resp):
         data = body(self.context, req, MemberRequestSchema())
+        if data["role"] == "client":
+            raise Invalid.one("role", "Not a membership role: client is the role of every machine client.")
         if data["role"] in GLOBAL_ROLES:
             raise Invalid.one("role", "Not a membership role: admin and user are held globally.")
         identity = req.context.identity

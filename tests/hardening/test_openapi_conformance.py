@@ -89,6 +89,7 @@ STATE_CONFLICTS = {
     # The policy's global roles exist as roles but cannot be held through a membership
     # (the MemberRequest description says so; Swagger 2.0 has no "not" to exclude them).
     "Not a membership role: admin and user are held globally.",
+    "Not a membership role: client is the role of every machine client.",
     # Changing one's own password or email needs the current password: the caller's
     # identity, not the request's shape, decides whether it is required.
     "Required to change your own password or email.",
