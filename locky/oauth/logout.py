@@ -61,6 +61,8 @@ class Logout:
             return None
         if claims.get("iss") != self.context.settings.issuer or not isinstance(claims.get("sub"), str):
             return None
+        if "typ" in claims:
+            return None  # an access or refresh token (they carry typ; ID tokens do not) is no hint
         return claims
 
     def end(self, req, resp, claims: dict | None, client_id: str | None) -> None:

@@ -152,3 +152,17 @@ def test_the_id_tokens_times_are_utc_on_a_host_in_another_zone(locky_client, cli
     claims = jwt.decode(tokens["id_token"], options={"verify_signature": False})
     for name in ("iat", "auth_time"):
         assert abs(claims[name] - time.time()) < 60, (name, claims[name] - time.time())
+
+
+def test_an_access_token_is_no_hint(locky_client, client, user):
+    """Access tokens carry ``typ`` and may be signed by a published key too: as a hint one
+    names no return address and ends no login (an API login's session among them)."""
+    browser = Browser(locky_client)
+    tokens = signed_in(browser, client, user)
+    elsewhere = Browser(locky_client)
+    for token in (tokens["access_token"], user.access_token):
+        result = elsewhere.request("GET", LOGOUT, query_string=urlencode({
+            "id_token_hint": token, "post_logout_redirect_uri": LOGOUT_URI, "client_id": client.client_id}))
+        assert result.status_code == 200 and "location" not in result.headers
+    assert userinfo_status(locky_client, tokens["access_token"]) == 200
+    assert locky_client.simulate_get("/v1/internal/users/me", headers=user.headers).status_code == 200
