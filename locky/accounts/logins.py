@@ -43,9 +43,12 @@ AMR = {"password": ("pwd",), "totp": ("pwd", "otp"), "recovery_code": ("pwd", "o
 @dataclass(frozen=True)
 class PageSignIn:
     """A login through the OpenID provider's sign-in page for ``client_id``: it makes
-    an OP session (a session without a client, no tokens) instead of an API login."""
+    an OP session (a session without a client, no tokens) instead of an API login.
+    ``previous_op_session`` is the OP session the browser held when it signed in again
+    (``prompt=login``, ``max_age``): the new one names it, so signing out ends both."""
 
     client_id: str
+    previous_op_session: str | None = None
 
 
 def revoke_session(context, session_uuid: str, reason: str, user_uuid: str | None) -> bool:
@@ -182,7 +185,8 @@ class Accounts:
                     storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=refresh.jti)
                 else:
                     storage.sessions.create(uuid=session_uuid, user_uuid=user.uuid, refresh_jti=new_code(),
-                                            client_id=None, amr=amr)
+                                            client_id=None, amr=amr,
+                                            op_session_uuid=self._earlier_op_session(page, user))
                 self.context.audit.record(audit.LOGIN_SUCCEEDED, target_type="user", target_uuid=user.uuid,
                                           actor_uuid=user.uuid,
                                           details={"email": user.email, "session_uuid": session_uuid,
@@ -193,6 +197,15 @@ class Accounts:
         if page is not None:
             return {"user": user, "session_uuid": session_uuid, "amr": list(amr)}
         return self._token_body(user, session_uuid, refresh.token)
+
+    def _earlier_op_session(self, page: PageSignIn, user: User) -> str | None:
+        """The browser's earlier OP session when it is a live one of the same user."""
+        if page.previous_op_session is None:
+            return None
+        found = self.context.storage.sessions.identity(page.previous_op_session)
+        if found is None or found[0].client_id is not None or found[1].uuid != user.uuid:
+            return None
+        return found[0].uuid
 
     def _mfa_challenge(self, user: User) -> dict[str, Any]:
         """The first step's answer for a user with a second factor: no tokens, an

@@ -171,7 +171,7 @@ class Authorize:
         email, password = form.get("email", ""), form.get("password", "")
         if not email or not password:
             return self._signin_page(req, resp, oreq, grant, status=400, email=email, error=MISSING_CREDENTIALS)
-        page = PageSignIn(grant.client.record.client_id)
+        page = PageSignIn(grant.client.record.client_id, self.browser.cookie_session_uuid(req))
         try:
             result = self.accounts.sign_in(email, password, req.context.client_address, page=page)
         except LockyError as exc:
@@ -198,7 +198,7 @@ class Authorize:
 
         if not code:
             return again(400, MISSING_CODE)
-        page = PageSignIn(grant.client.record.client_id)
+        page = PageSignIn(grant.client.record.client_id, self.browser.cookie_session_uuid(req))
         try:
             result = self.accounts.login_mfa(mfa_token, code, req.context.client_address, page=page)
         except Unauthorized as exc:

@@ -23,6 +23,8 @@ from locky.oauth.browser import browser
 from locky.oauth.server import read_form
 from locky.resources.tokens import signing_keys
 
+#: How many earlier OP sessions (signing in again replaced) one logout follows back.
+MAX_EARLIER_SESSIONS = 20
 #: The algorithms an ID token of ours may be signed with.
 ID_TOKEN_ALGORITHMS = ("RS256", "ES256", "EdDSA")
 
@@ -81,7 +83,13 @@ class Logout:
         if session.client_id is not None or (by_hint and claims["sub"] != user.uuid):
             return  # not an OP session, or not the hint's user's
         with storage.atomic():
-            ended = storage.sessions.end_op_session(op_uuid)
+            ended, earlier = storage.sessions.end_op_session(op_uuid), session.op_session_uuid
+            for _ in range(MAX_EARLIER_SESSIONS):  # the sessions it replaced when signing in again
+                found = storage.sessions.identity(earlier) if earlier is not None else None
+                if found is None or found[0].client_id is not None or found[1].uuid != user.uuid:
+                    break
+                ended += storage.sessions.end_op_session(earlier)
+                earlier = found[0].op_session_uuid
             details = {"user_uuid": user.uuid, "sessions_ended": ended}
             if client_id:
                 details["client_id"] = client_id

@@ -166,3 +166,22 @@ def test_an_access_token_is_no_hint(locky_client, client, user):
         assert result.status_code == 200 and "location" not in result.headers
     assert userinfo_status(locky_client, tokens["access_token"]) == 200
     assert locky_client.simulate_get("/v1/internal/users/me", headers=user.headers).status_code == 200
+
+
+def test_signing_out_ends_the_sessions_signing_in_again_replaced(locky_client, locky_app, client, user):
+    """``prompt=login`` makes a new OP session; the logins the earlier one gave clients end
+    with it at logout all the same."""
+    browser = Browser(locky_client)
+    first = signed_in(browser, client, user)
+    got = redirect_params(browser.sign_in(authorize_params(client, prompt="login"), user.email, PASSWORD))
+    second = browser.client.simulate_post("/oauth/token", body=urlencode({
+        "grant_type": "authorization_code", "code": got["code"], "redirect_uri": REDIRECT_URI,
+        "code_verifier": VERIFIER}), headers={"Authorization": basic(client.client_id),
+                                               "Content-Type": "application/x-www-form-urlencoded"}).json
+    assert userinfo_status(locky_client, first["access_token"]) == 200
+    result = browser.request("GET", LOGOUT, query_string=urlencode({"id_token_hint": second["id_token"]}))
+    assert result.status_code == 200
+    for tokens in (first, second):
+        assert userinfo_status(locky_client, tokens["access_token"]) == 401
+    (event,) = locky_app.context.storage.audit.list(event=events.OAUTH_LOGOUT).items
+    assert event.details["sessions_ended"] == 4  # two OP sessions, two client logins
