@@ -587,6 +587,99 @@ def oauth_logout(w: World, rid: str, ip: str) -> Expect:
     return Expect(user.uuid, "session", op_session_uuid, {"user_uuid": user.uuid, "sessions_ended": 1})
 
 
+OAUTH_CLIENTS = "/v1/private/oauth/clients"
+
+
+def registered_client(w: World, **extra: Any) -> dict:
+    """An OAuth client an admin registers through the API (its secret a secret of the scan)."""
+    result = w.send(w.client, "POST", OAUTH_CLIENTS, token=w.admin.access_token, body={
+        "name": f"App {next(_serial)}", "type": "confidential", "redirect_uris": [OAuthBrowser.REDIRECT], **extra})
+    assert result.status_code == 201, result.text
+    w.secret(result.json["client_secret"])
+    return result.json
+
+
+def token_request(w: World, client: dict, fields: dict[str, str], *, rid: str | None = None,
+                  ip: str | None = None):
+    basic = base64.b64encode(f"{client['client_id']}:{client['client_secret']}".encode()).decode()
+    headers = {"Authorization": f"Basic {basic}", **({"X-Request-ID": rid} if rid else {})}
+    result = w.client.simulate_post("/oauth/token", body=urlencode(fields), headers=headers,
+                                    content_type="application/x-www-form-urlencoded",
+                                    **({"remote_addr": ip} if ip else {}))
+    if result.status_code == 200:
+        w.secret(result.json["access_token"])
+    return result
+
+
+def oauth_client_created(w: World, rid: str, ip: str) -> Expect:
+    result = w.send(w.client, "POST", OAUTH_CLIENTS, rid=rid, ip=ip, token=w.admin.access_token, body={
+        "name": "Reports", "type": "confidential", "redirect_uris": [OAuthBrowser.REDIRECT]})
+    assert result.status_code == 201, result.text
+    w.secret(result.json["client_secret"])
+    return Expect(w.admin.body["uuid"], "oauth_client", result.json["uuid"],
+                  {"client_id": result.json["client_id"], "redirect_uris": [OAuthBrowser.REDIRECT]})
+
+
+def oauth_client_updated(w: World, rid: str, ip: str) -> Expect:
+    client = registered_client(w)
+    result = w.send(w.client, "PUT", f"{OAUTH_CLIENTS}/{client['id']}", rid=rid, ip=ip,
+                    token=w.admin.access_token, body={"name": "Renamed"})
+    assert result.status_code == 200, result.text
+    return Expect(w.admin.body["uuid"], "oauth_client", client["uuid"], {"client_id": client["client_id"]})
+
+
+def oauth_client_deleted(w: World, rid: str, ip: str) -> Expect:
+    client = registered_client(w)
+    result = w.send(w.client, "DELETE", f"{OAUTH_CLIENTS}/{client['id']}", rid=rid, ip=ip,
+                    token=w.admin.access_token)
+    assert result.status_code == 204, result.text
+    return Expect(w.admin.body["uuid"], "oauth_client", client["uuid"],
+                  {"client_id": client["client_id"], "sessions_ended": 0})
+
+
+def oauth_client_secret_rotated(w: World, rid: str, ip: str) -> Expect:
+    client = registered_client(w)
+    result = w.send(w.client, "POST", f"{OAUTH_CLIENTS}/{client['id']}/secret", rid=rid, ip=ip,
+                    token=w.admin.access_token)
+    assert result.status_code == 200, result.text
+    w.secret(result.json["client_secret"])
+    return Expect(w.admin.body["uuid"], "oauth_client", client["uuid"], {"client_id": client["client_id"]})
+
+
+def oauth_consent_revoked(w: World, rid: str, ip: str) -> Expect:
+    user, browser = w.account("withdrawing"), OAuthBrowser(w, first_party=False)
+    browser.sign_in(user)
+    assert browser.post("consent", {"decision": "allow"}).status_code == 302
+    client_id = browser.oauth_client.client_id
+    result = w.send(w.client, "DELETE", f"/v1/private/users/me/consents/{client_id}", rid=rid, ip=ip,
+                    token=user.access_token)
+    assert result.status_code == 204, result.text
+    return Expect(user.uuid, "user", user.uuid, {"client_id": client_id, "scopes": ["email", "openid"]})
+
+
+def oauth_token_issued(w: World, rid: str, ip: str) -> Expect:
+    client = registered_client(w, grant_types=["client_credentials"], redirect_uris=[])
+    result = token_request(w, client, {"grant_type": "client_credentials"}, rid=rid, ip=ip)
+    assert result.status_code == 200, result.text
+    return Expect(None, "oauth_client", client["uuid"],
+                  {"client_id": client["client_id"], "grant_type": "client_credentials"})
+
+
+def oauth_code_reuse_detected(w: World, rid: str, ip: str) -> Expect:
+    client = registered_client(w)
+    user, browser = w.account("replayed"), OAuthBrowser(w, first_party=True)
+    browser.oauth_client = w.client.app.context.storage.oauth_clients.get_by_client_id(client["client_id"])
+    w.client.app.context.storage.oauth_clients.update(browser.oauth_client.id, first_party=True)
+    code = re.search(r"[?&]code=([^&]+)", browser.sign_in(user).headers["location"]).group(1)
+    exchange = {"grant_type": "authorization_code", "code": code, "redirect_uri": OAuthBrowser.REDIRECT}
+    first = token_request(w, client, exchange)
+    assert first.status_code == 200, first.text
+    again = token_request(w, client, exchange, rid=rid, ip=ip)
+    assert again.status_code == 400 and again.json["error"] == "invalid_grant", again.text
+    return Expect(None, "session", session_of(first.json["access_token"]),
+                  {"client_id": client["client_id"], "user_uuid": user.uuid})
+
+
 def admin_granted(w: World, rid: str, ip: str) -> Expect:
     user = w.account("promoted", verified=True)
     assert "is now an admin" in w.cli("grant-admin", user.email).stdout
@@ -653,6 +746,13 @@ ACTIONS: dict[str, tuple[Callable[[World, str, str], Expect], ...]] = {
     "oauth.authorized": (oauth_authorized,),
     "oauth.consent.granted": (oauth_consent_granted,),
     "oauth.logout": (oauth_logout,),
+    "oauth.client.created": (oauth_client_created,),
+    "oauth.client.updated": (oauth_client_updated,),
+    "oauth.client.deleted": (oauth_client_deleted,),
+    "oauth.client.secret_rotated": (oauth_client_secret_rotated,),
+    "oauth.consent.revoked": (oauth_consent_revoked,),
+    "oauth.token.issued": (oauth_token_issued,),
+    "oauth.code.reuse_detected": (oauth_code_reuse_detected,),
 }
 CASES = [pytest.param(name, action, id=f"{name}-{action.__name__}" if len(actions) > 1 else name)
          for name, actions in ACTIONS.items() for action in actions]

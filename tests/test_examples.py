@@ -175,7 +175,7 @@ def test_audit_log_writes_every_event(audit_path, locky_app_factory):
     ]
     assert all(e["created_at"].endswith("Z") and e["uuid"] for e in lines)
     assert lines[0]["record"]["email"] == "ada@example.com" and lines[1]["actor_uuid"] == ada.uuid
-    assert lines[2]["details"] == {"email": "ada@example.com", "reason": "wrong password"}
+    assert lines[2]["details"] == {"email": "ada@example.com", "reason": "wrong password", "method": "password"}
     assert lines[5]["record"]["deleted_at"].endswith("Z")
     assert lines[6]["details"]["reason"] == "logout"
     for secret in (PASSWORD, "not the password", ada.access_token, ada.refresh_token, "$2b$"):

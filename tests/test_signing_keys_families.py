@@ -120,6 +120,10 @@ def test_with_hmac_the_id_token_family_is_rs256(locky_app_factory, algorithm):
     app = locky_app_factory(jwt_algorithm=algorithm)
     http = LockyClient(app)
     admin = http.account(ADMIN_EMAIL, verified=True)
+    assert algs(http) == []  # nothing to publish until an OAuth client needs ID tokens
+    made = http.simulate_post("/v1/private/oauth/clients", headers=admin.headers, json={
+        "name": "Wiki", "type": "confidential", "redirect_uris": ["http://127.0.0.1:9/callback"]})
+    assert made.status_code == 201, made.text
     assert algs(http) == ["RS256"]
     token = app.context.tokens.sign_id_token(id_claims(app), alg="RS256")
     assert verify_with_jwks(http, token)["aud"] == "wiki"
