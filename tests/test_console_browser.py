@@ -30,7 +30,6 @@ import hashlib
 import hmac
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -38,12 +37,13 @@ from pathlib import Path
 
 import pytest
 
+from support import browser as chromium
+
 from support.server import free_port, locky_server
 from webhook_receiver import Receiver
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
-CHROMEDRIVER = "/usr/bin/chromedriver"
 PASSWORD = "console-password-1"
 ADMIN, ALICE, BOB, CAROL = "admin@example.com", "alice@example.com", "bob@example.com", "carol@example.com"
 DAVE = "dave@example.com"
@@ -53,27 +53,9 @@ GROUP, ROLE = "Console crew", "auditor"
 ACCESS_TTL, LEEWAY = 10, 5
 
 
-def _browser_missing() -> str | None:
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed (pip install '.[test]')"
-    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
-        return "no chromium browser (apt-get install chromium chromium-driver)"
-    if not Path(CHROMEDRIVER).exists():
-        return f"no {CHROMEDRIVER} (apt-get install chromium-driver)"
-    return None
+chromium.require()
 
-
-MISSING = _browser_missing()
-if MISSING:
-    if os.environ.get("LOCKY_REQUIRE_BROWSER") == "1":
-        raise RuntimeError(f"LOCKY_REQUIRE_BROWSER=1 but {MISSING}")
-    pytest.skip(f"browser tests skipped: {MISSING}", allow_module_level=True)
-
-from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.select import Select  # noqa: E402
@@ -253,15 +235,7 @@ class Browser:
 def browser(server, accounts, tmp_path_factory):
     shots = Path(os.environ.get("LOCKY_SCREENSHOTS") or tmp_path_factory.mktemp("console-screenshots"))
     shots.mkdir(parents=True, exist_ok=True)
-    options = webdriver.ChromeOptions()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1280,900", "--no-first-run", "--no-default-browser-check",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--disable-default-apps", "--disable-extensions", "--password-store=basic",
-                     "--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication"):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = chromium.chrome()
     driver.set_window_size(1280, 900)
     try:
         yield Browser(driver, server.url, shots)

@@ -23,21 +23,20 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
+from support import browser as chromium
+
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 # The helpers of the console's main browser module (which skips, or fails under
 # LOCKY_REQUIRE_BROWSER=1, without a browser: so does this one, on importing it).
-from test_console_browser import CHROMEDRIVER, PASSWORD, Browser, login, register, rows  # noqa: E402
+from test_console_browser import PASSWORD, Browser, login, register, rows  # noqa: E402
 
 from support.server import locky_server  # noqa: E402
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.select import Select  # noqa: E402
@@ -95,15 +94,7 @@ def accounts(server):
 def browser(server, accounts, tmp_path_factory):
     shots = Path(os.environ.get("LOCKY_SCREENSHOTS") or tmp_path_factory.mktemp("console-fixes-shots"))
     shots.mkdir(parents=True, exist_ok=True)
-    options = webdriver.ChromeOptions()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1280,900", "--no-first-run", "--no-default-browser-check",
-                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                     "--disable-default-apps", "--disable-extensions", "--password-store=basic",
-                     "--disable-features=Translate,OptimizationHints,MediaRouter,AutofillServerCommunication"):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = chromium.chrome()
     driver.set_window_size(1280, 900)
     driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ZONE})
     try:
