@@ -173,7 +173,7 @@ def test_a_policy_line_names_a_client(locky_app_factory, tmp_path):
     """``g, client:<client_id>, ROLE`` in the operator's policy gives that client the role."""
     from pathlib import Path
 
-    import policies
+    import locky.policies as policies
 
     shipped = Path(policies.__file__).parent
     (tmp_path / "model.conf").write_text((shipped / "model.conf").read_text())
