@@ -2280,10 +2280,10 @@ class StorageContract:
         return storage.oauth_clients.create(**values)
 
     @staticmethod
-    def client_fields(client: OAuthClient) -> tuple:
-        """Every field, times as aware UTC."""
+    def record_fields(record) -> tuple:
+        """Every field of a record, times as aware UTC (engines differ in what they give back)."""
         return tuple(aware_or_none(v) if isinstance(v, datetime) else v
-                     for v in (getattr(client, f.name) for f in dataclasses.fields(client)))
+                     for v in (getattr(record, f.name) for f in dataclasses.fields(record)))
 
     def test_oauth_client_create_returns_the_stored_record(self, storage):
         before = datetime.now(timezone.utc)
@@ -2300,7 +2300,7 @@ class StorageContract:
         assert client.scopes == ("openid", "email", "offline_access")
         for found in (storage.oauth_clients.get(client.id), storage.oauth_clients.get_by_uuid(client.uuid),
                       storage.oauth_clients.get_by_client_id(client.client_id)):
-            assert self.client_fields(found) == self.client_fields(client)
+            assert self.record_fields(found) == self.record_fields(client)
         # A public client (no secret, empty lists), a first-party one, other lists as lists.
         public = self.oauth_client(storage, "spa-client-0000001", type="public", secret_hash=None,
                                    post_logout_redirect_uris=[], grant_types=["authorization_code"],
@@ -2308,8 +2308,8 @@ class StorageContract:
         assert (public.type, public.secret_hash, public.post_logout_redirect_uris, public.grant_types,
                 public.scopes, public.first_party, public.id_token_signed_response_alg) == (
             "public", None, (), ("authorization_code",), ("openid",), True, "ES256")
-        assert self.client_fields(storage.oauth_clients.get_by_client_id("spa-client-0000001")) == \
-            self.client_fields(public)
+        assert self.record_fields(storage.oauth_clients.get_by_client_id("spa-client-0000001")) == \
+            self.record_fields(public)
         assert public.id > client.id and public.uuid != client.uuid
         for unknown in ("nobody", "", None, 7, b"s6BhdRkqt3Zm1xP0", ["s6BhdRkqt3Zm1xP0"]):
             assert storage.oauth_clients.get_by_client_id(unknown) is None, unknown
@@ -2354,16 +2354,16 @@ class StorageContract:
             "Renamed", ("https://b.example.com/cb", "https://a.example.com/cb"), (), ("authorization_code",),
             ("openid",), "EdDSA", True, digest("rotated"))
         assert utc(updated.updated_at) > utc(client.updated_at) and utc(updated.created_at) == utc(client.created_at)
-        assert self.client_fields(storage.oauth_clients.get(client.id)) == self.client_fields(updated)
+        assert self.record_fields(storage.oauth_clients.get(client.id)) == self.record_fields(updated)
         # None changes nothing; neither does the same value.
         same = storage.oauth_clients.update(client.id, name=None, secret_hash=None, scopes=None)
-        assert self.client_fields(same) == self.client_fields(updated)
+        assert self.record_fields(same) == self.record_fields(updated)
         # What identifies a client, and what storage keeps, never changes.
         for field, value in (("client_id", "other"), ("type", "public"), ("token_generation", 5),
                              ("uuid", new_uuid()), ("created_at", utcnow()), ("deleted_at", utcnow())):
             with pytest.raises(ValueError):
                 storage.oauth_clients.update(client.id, **{field: value})
-        assert self.client_fields(storage.oauth_clients.get(client.id)) == self.client_fields(updated)
+        assert self.record_fields(storage.oauth_clients.get(client.id)) == self.record_fields(updated)
         with pytest.raises(NotFound):
             storage.oauth_clients.update(MAX_ID, name="x")
         storage.oauth_clients.delete(client.id)
@@ -2398,8 +2398,8 @@ class StorageContract:
         assert storage.oauth_clients.get_by_client_id(client.client_id).token_generation == 2
         assert storage.oauth_clients.get(other.id).token_generation == 0
         # Nothing else of the client changes.
-        kept = self.client_fields(storage.oauth_clients.get(client.id))
-        assert kept[:-1] == self.client_fields(client)[:-1]
+        kept = self.record_fields(storage.oauth_clients.get(client.id))
+        assert kept[:-1] == self.record_fields(client)[:-1]
         storage.oauth_clients.delete(client.id)
         assert storage.oauth_clients.revoke_tokens(client.id) is None
         assert storage.oauth_clients.revoke_tokens(MAX_ID) is None
@@ -2485,11 +2485,6 @@ class StorageContract:
         values.update(changes)
         return storage.oauth_codes.add(**values)
 
-    @staticmethod
-    def code_fields(code: AuthorizationCode) -> tuple:
-        return tuple(aware_or_none(v) if isinstance(v, datetime) else v
-                     for v in (getattr(code, f.name) for f in dataclasses.fields(code)))
-
     def test_authorization_code_add_and_find(self, storage):
         before = datetime.now(timezone.utc)
         auth_time = (utcnow() - timedelta(minutes=3)).replace(microsecond=123456)
@@ -2506,13 +2501,13 @@ class StorageContract:
             "a0000000-0000-4000-8000-000000000000", "c0000000-0000-4000-8000-000000000000", None)
         assert utc(code.auth_time) == utc(auth_time) and utc(code.expires_at) == utc(expires)
         assert before - timedelta(seconds=2) <= utc(code.created_at) <= datetime.now(timezone.utc) + timedelta(seconds=2)
-        assert self.code_fields(storage.oauth_codes.find(digest("code"))) == self.code_fields(code)
+        assert self.record_fields(storage.oauth_codes.find(digest("code"))) == self.record_fields(code)
         # What may be missing: no nonce, no PKCE, no OP session, no amr.
         bare = self.authorization_code(storage, "bare", nonce=None, code_challenge=None, code_challenge_method=None,
                                        op_session_uuid=None, amr=())
         assert (bare.nonce, bare.code_challenge, bare.code_challenge_method, bare.op_session_uuid, bare.amr) == (
             None, None, None, None, ())
-        assert self.code_fields(storage.oauth_codes.find(digest("bare"))) == self.code_fields(bare)
+        assert self.record_fields(storage.oauth_codes.find(digest("bare"))) == self.record_fields(bare)
         assert storage.oauth_codes.find(digest("unknown")) is None
         for not_text in (None, 5, b"x"):
             assert storage.oauth_codes.find(not_text) is None
@@ -2522,7 +2517,7 @@ class StorageContract:
         moment = utcnow()
         used = storage.oauth_codes.use(digest("code"), now=moment)
         assert isinstance(used, AuthorizationCode) and utc(used.used_at) == utc(moment)
-        assert self.code_fields(used)[:-1] == self.code_fields(code)[:-1]
+        assert self.record_fields(used)[:-1] == self.record_fields(code)[:-1]
         assert storage.oauth_codes.use(digest("code"), now=utcnow()) is None
         # Still findable, used: a second exchange is noticed.
         found = storage.oauth_codes.find(digest("code"))
@@ -2579,7 +2574,7 @@ class StorageContract:
                                         scope="openid", op_session_uuid=None, amr=["pwd"])
                 raise RuntimeError("the block fails")
         assert storage.oauth_clients.get_by_client_id("made-in-the-block-01") is None
-        assert self.client_fields(storage.oauth_clients.get(client.id)) == self.client_fields(client)
+        assert self.record_fields(storage.oauth_clients.get(client.id)) == self.record_fields(client)
         assert storage.consents.get(ada.uuid, client.client_id) is None
         assert storage.oauth_codes.find(digest("made")) is None
         assert storage.oauth_codes.find(digest("kept")).used_at is None
