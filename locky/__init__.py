@@ -34,14 +34,14 @@ _EXPORTS = {
     "RoleStore": "locky.providers", "SessionStore": "locky.providers", "TotpStore": "locky.providers",
     "UserStore": "locky.providers", "WebhookStore": "locky.providers",
     "AuthorizationCodeStore": "locky.providers", "ConsentStore": "locky.providers",
-    "OAuthClientStore": "locky.providers",
+    "OAuthClientStore": "locky.providers", "PasskeyStore": "locky.providers",
     "Authenticated": "locky.records", "Group": "locky.records", "Identity": "locky.records",
     "Member": "locky.records", "Page": "locky.records", "Permission": "locky.records",
     "Role": "locky.records", "Session": "locky.records", "User": "locky.records",
     "AuditEvent": "locky.records", "Code": "locky.records", "Delivery": "locky.records",
     "Letter": "locky.records", "SigningKey": "locky.records", "TotpState": "locky.records",
     "Webhook": "locky.records",
-    "AuthorizationCode": "locky.records", "Consent": "locky.records", "OAuthClient": "locky.records",
+    "AuthorizationCode": "locky.records", "Consent": "locky.records", "OAuthClient": "locky.records", "Passkey": "locky.records",
     "CLIENT_SUBJECT_PREFIX": "locky.records", "client_principal": "locky.records",
     "is_client_subject": "locky.records", "wire_time": "locky.records",
     # The rules of a record's values: use these rather than a copy.
@@ -79,12 +79,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         AuditStore, Authorizer, BuiltinRole, Claims, CodeStore, DeliveryStore, DocumentPages, ExplainingAuthorizer,
         GrantStore, GroupStore, IssuedToken, KeyStore, LoginThrottle, Mailer, MemberStore, Migration, Outbox,
         PasswordHasher, RecordStore, RoleStore, SchemaState, SessionStore, Storage, TokenBackend, TotpStore,
-        UserStore, WebhookStore, AuthorizationCodeStore, ConsentStore, OAuthClientStore,
+        UserStore, WebhookStore, AuthorizationCodeStore, ConsentStore, OAuthClientStore, PasskeyStore,
     )
     from locky.records import (
         MAX_ID, ROLE_NAME, UUID4, AuditEvent, Authenticated, Code, Delivery, Group, Identity, Letter, Member, Page,
         Permission, Role, Session, SigningKey, TotpState, User, Webhook, utcnow,
-        AuthorizationCode, Consent, OAuthClient, CLIENT_SUBJECT_PREFIX, client_principal, is_client_subject,
+        AuthorizationCode, Consent, OAuthClient, Passkey, CLIENT_SUBJECT_PREFIX, client_principal, is_client_subject,
         wire_time,
     )
     from locky.registry import ProviderError, Registry
@@ -141,6 +141,8 @@ __all__ = [
     "Operation",
     "Outbox",
     "Page",
+    "Passkey",
+    "PasskeyStore",
     "PasswordHasher",
     "Permission",
     "ProviderError",

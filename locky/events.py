@@ -60,6 +60,10 @@ OAUTH_AUTHORIZED = "oauth.authorized"
 OAUTH_TOKEN_ISSUED = "oauth.token.issued"
 OAUTH_CODE_REUSE_DETECTED = "oauth.code.reuse_detected"
 OAUTH_LOGOUT = "oauth.logout"
+# Passkeys (docs/http/accounts.md#passkeys).
+PASSKEY_REGISTERED = "passkey.registered"
+PASSKEY_REMOVED = "passkey.removed"
+PASSKEY_COUNTER_MISMATCH = "passkey.counter_mismatch"
 
 #: Every event Locky records and announces, in the order docs/http/audit.md lists them.
 NAMES = (
@@ -71,7 +75,7 @@ NAMES = (
     WEBHOOK_CREATED, WEBHOOK_DELETED,
     OAUTH_CLIENT_CREATED, OAUTH_CLIENT_UPDATED, OAUTH_CLIENT_DELETED, OAUTH_CLIENT_SECRET_ROTATED,
     OAUTH_CONSENT_GRANTED, OAUTH_CONSENT_REVOKED, OAUTH_AUTHORIZED, OAUTH_TOKEN_ISSUED, OAUTH_CODE_REUSE_DETECTED,
-    OAUTH_LOGOUT,
+    OAUTH_LOGOUT, PASSKEY_REGISTERED, PASSKEY_REMOVED, PASSKEY_COUNTER_MISMATCH,
 )
 
 #: The first parts of Locky's own names (``user``, ``login``, ...) and ``locky``: no

@@ -29,6 +29,7 @@ from locky.records import (
     Member,
     OAuthClient,
     Page,
+    Passkey,
     Permission,
     Role,
     Session,
@@ -133,12 +134,12 @@ class DocumentPages(Protocol):
 
 
 class UserStore(RecordStore[User], Protocol):
-    """Users. ``email`` is unique among live users, without regard to case; filter:
-    ``email``. A new user has ``email_verified``, ``disabled`` and ``mfa_enabled``
-    false."""
+    """Users. ``email`` is unique among live users, without regard to case; filters:
+    ``email``, ``external_id`` (exact). A new user has ``email_verified``, ``disabled``
+    and ``mfa_enabled`` false."""
 
-    def create(self, *, name: str, email: str, password_hash: str) -> User:
-        """Insert a user. ``email`` arrives trimmed and lowercased; raise
+    def create(self, *, name: str, email: str, password_hash: str, external_id: str | None = None) -> User:
+        """Insert a user (with a provisioning system's ``external_id``, when given). ``email`` arrives trimmed and lowercased; raise
         ``Conflict("email", "Already registered.")`` (the client sees
         ``{"email": "Already registered."}``) when a live user has it, in any case,
         also under concurrent inserts from threads and from other processes sharing the
@@ -151,8 +152,9 @@ class UserStore(RecordStore[User], Protocol):
         finds ``ada@example.com``), or ``None``."""
 
     def update(self, id: int, **changes: Any) -> User:
-        """Change ``name``, ``email``, ``password_hash``, ``email_verified`` and/or
-        ``disabled``; return the updated user.
+        """Change ``name``, ``email``, ``password_hash``, ``email_verified``,
+        ``disabled`` and/or ``external_id`` (``""`` clears it: stored as ``None``);
+        return the updated user.
 
         A change whose value is ``None`` is ignored (that field stays as stored). A
         change that actually alters something sets ``updated_at``; the other fields,
@@ -185,17 +187,21 @@ class UserStore(RecordStore[User], Protocol):
 
 class GroupStore(RecordStore[Group], Protocol):
     """Groups. ``name`` is unique among live groups, compared exactly (``"Admins"`` and
-    ``"admins"`` are two groups); filter: ``name``. ``description`` may be empty."""
+    ``"admins"`` are two groups); filters: ``name``, ``external_id`` (exact).
+    ``description`` may be empty."""
 
-    def create(self, *, name: str, description: str, owner_uuid: str) -> Group:
+    def create(self, *, name: str, description: str, owner_uuid: str | None,
+               external_id: str | None = None) -> Group:
         """Insert a group and, in the same transaction, make ``owner_uuid`` its
-        ``owner`` member. ``Invalid.one("owner_uuid", ...)`` when no live user has that
+        ``owner`` member (``None``: a group with no members yet, as a provisioning
+        system makes them). ``Invalid.one("owner_uuid", ...)`` when no live user has that
         uuid. ``Conflict("name")`` (the client sees ``{"name": "Already exists."}``) when
         a live group has the name, also under concurrent inserts from threads and other
         processes (the database enforces it)."""
 
     def update(self, id: int, **changes: Any) -> Group:
-        """Change ``name`` and/or ``description``; return the updated group. ``None``
+        """Change ``name``, ``description`` and/or ``external_id`` (``""`` clears it);
+        return the updated group. ``None``
         values are ignored; a real change sets ``updated_at``. ``NotFound`` for a missing
         or deleted group; ``Conflict("name")`` (``{"name": "Already exists."}``) when
         another live group has the new name.
@@ -407,6 +413,38 @@ class TotpStore(Protocol):
     def remove(self, user_uuid: str) -> User | None:
         """Delete the user's TOTP (pending or confirmed), clear ``mfa_enabled`` in the
         same transaction and return the user; ``None`` when there was none."""
+
+
+class PasskeyStore(Protocol):
+    """Users' passkeys (WebAuthn credentials, docs/http/accounts.md#passkeys). Removed
+    passkeys are deleted, not soft-deleted: nothing may sign in with them again."""
+
+    def add(self, *, user_uuid: str, credential_id: str, public_key: str, sign_count: int, name: str,
+            transports: Iterable[str], aaguid: str, backed_up: bool) -> Passkey:
+        """Keep a new passkey of the user. :class:`~locky.errors.Conflict`
+        (``Conflict("credential", "Already registered.")``) when any user has this
+        ``credential_id``, also under concurrent inserts (the database enforces it)."""
+
+    def of_user(self, user_uuid: str) -> list[Passkey]:
+        """The user's passkeys, oldest first."""
+
+    def get_by_credential_id(self, credential_id: str) -> Passkey | None:
+        """The passkey with this credential id, or ``None`` (also for a non-``str``)."""
+
+    def use(self, id: int, *, sign_count: int, now: datetime) -> Passkey | None:
+        """A sign-in with the passkey verified, reporting ``sign_count``: atomically, if
+        the stored counter is below ``sign_count``, or both are 0 (an authenticator that
+        counts nothing), store ``sign_count`` and ``last_used_at = now`` and return the
+        passkey as it is after; otherwise (the counter did not move on: a cloned
+        authenticator or a replay racing the sign-in; or the passkey is gone) change
+        nothing and return ``None``. Of concurrent calls with one count at most one wins."""
+
+    def rename(self, user_uuid: str, id: int, name: str) -> Passkey | None:
+        """Rename the user's passkey ``id``; ``None`` when the user has no such passkey."""
+
+    def remove(self, user_uuid: str, id: int) -> Passkey | None:
+        """Delete the user's passkey ``id`` and return it; ``None`` when the user has no
+        such passkey (another user's is not theirs to remove)."""
 
 
 class KeyStore(Protocol):
@@ -716,6 +754,7 @@ class Storage(Protocol):
     oauth_clients: OAuthClientStore
     consents: ConsentStore
     oauth_codes: AuthorizationCodeStore
+    passkeys: PasskeyStore
 
     def atomic(self) -> ContextManager[None]:
         """A block whose store calls make one transaction: all of them are kept, or none.

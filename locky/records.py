@@ -274,6 +274,32 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True)
+class Passkey:
+    """A WebAuthn credential a user registered (docs/http/accounts.md#passkeys).
+
+    ``credential_id`` is the authenticator's credential id in unpadded base64url, unique
+    across all users; ``public_key`` its COSE public key, also unpadded base64url.
+    ``sign_count`` is the last signature counter the authenticator reported (0 for an
+    authenticator that keeps none). ``aaguid`` names the authenticator's model (a UUID
+    string, all zeros when it does not say); ``backed_up``: the credential is synced
+    (a multi-device passkey). ``transports`` are the browser's hints, kept for
+    ``allowCredentials``."""
+
+    id: int
+    uuid: str
+    user_uuid: str
+    credential_id: str
+    public_key: str = field(repr=False)
+    sign_count: int
+    name: str
+    transports: tuple[str, ...]
+    aaguid: str
+    backed_up: bool
+    created_at: datetime
+    last_used_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Page(Generic[RecordT]):
     """One page of a keyset-paged list."""
 

@@ -45,12 +45,13 @@ SECRET_ADVICE = "e.g. `python -c 'import secrets; print(secrets.token_urlsafe(48
 #: ``LOCKY_*`` variables that are not settings but are read elsewhere: the TOML file's
 #: name, the command-line clients, and the documented variables of the contrib and
 #: example plugins; ``LOCKY_TEST_*`` and ``LOCKY_BENCH_*`` belong to the test kit and
-#: the benchmarks, ``LOCKY_REQUIRE_BACKENDS`` and ``LOCKY_FUZZ_EXAMPLES`` to the test suite.
+#: the benchmarks, ``LOCKY_REQUIRE_*`` (backends, browser, Node), ``LOCKY_SCHEMATHESIS_*``,
+#: ``LOCKY_SCREENSHOTS`` and ``LOCKY_FUZZ_EXAMPLES`` to the test suite.
 OTHER_VARIABLES = frozenset({
     "LOCKY_CONFIG", "LOCKY_URL", "LOCKY_REDIS_URL", "LOCKY_API_KEYS_DB", "LOCKY_AUDIT_LOG",
-    "LOCKY_REQUIRE_BACKENDS", "LOCKY_FUZZ_EXAMPLES",
+    "LOCKY_FUZZ_EXAMPLES", "LOCKY_SCREENSHOTS",
 })
-OTHER_PREFIXES = ("LOCKY_TEST_", "LOCKY_BENCH_")
+OTHER_PREFIXES = ("LOCKY_TEST_", "LOCKY_BENCH_", "LOCKY_REQUIRE_", "LOCKY_SCHEMATHESIS_")
 log = logging.getLogger("locky")
 
 

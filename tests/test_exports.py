@@ -88,7 +88,7 @@ def test_every_interface_and_its_methods_have_docstrings(cls):
 def test_every_store_of_storage_is_an_interface():
     """``Storage``'s attributes are the store Protocols, each documented and exported."""
     stores = {name: hint for name, hint in providers.Storage.__annotations__.items()}
-    assert len(stores) == 17
+    assert len(stores) == 18
     for name, hint in stores.items():
         cls = getattr(providers, hint)
         assert cls in protocols(), (name, hint)
