@@ -78,12 +78,16 @@ class User:
     mfa_enabled: bool = False
     # Never dumped: no response schema declares it.
     password_hash: str = field(default="", repr=False)
+    #: A provisioning system's id for the user (SCIM's ``externalId``), kept as given;
+    #: not unique. ``None`` when none was given.
+    external_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Group:
     """A group (docs/http/records.md): ``name`` unique among live groups (compared exactly),
-    ``description`` possibly empty. Its creator is its first ``owner`` member."""
+    ``description`` possibly empty. Its creator is its first ``owner`` member (a group a
+    provisioning system makes may start with no member)."""
 
     id: int
     uuid: str
@@ -92,6 +96,9 @@ class Group:
     deleted_at: datetime | None
     name: str
     description: str
+    #: A provisioning system's id for the group (SCIM's ``externalId``), kept as given;
+    #: not unique. ``None`` when none was given.
+    external_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

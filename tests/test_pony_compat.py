@@ -9,6 +9,7 @@ run on every engine ``database_url`` offers (PostgreSQL and MariaDB when configu
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime
 
 import pony
 import pytest
@@ -66,8 +67,11 @@ def test_an_entitys_mapping(storage):
     assert compat.attribute_type(e.User, "email_verified") is bool
     assert compat.plain_attributes(e.User) == {
         "id", "uuid", "created_at", "updated_at", "deleted_at", "del_token", "name", "email",
-        "email_verified", "disabled", "mfa_enabled", "password_hash"}
+        "email_verified", "disabled", "mfa_enabled", "password_hash", "external_id"}
     assert "group" not in compat.plain_attributes(e.Member)  # relations and sets are left out
+    # A timestamp as Pony hands it to SQLite: its text, always with microseconds.
+    assert compat.sql_value(e.Passkey, "last_used_at", datetime(2026, 1, 2, 3, 4, 5)) == "2026-01-02 03:04:05.000000"
+    assert compat.sql_value(e.Passkey, "sign_count", 7) == 7
     assert compat.database_of(e.User) is storage.db
     assert compat.dialect_of(e.User) == "SQLite"
 

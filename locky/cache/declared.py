@@ -139,6 +139,12 @@ STORES: dict[str, dict[str, Effect]] = {
     },
     "consents": {"get": READ, "of_user": READ, "grant": UNCACHED, "withdraw": UNCACHED},
     "oauth_codes": {"find": READ, "add": UNCACHED, "use": UNCACHED},
+    # Passkeys are read live at each sign-in and registration; no cache keeps them, and
+    # a user's record does not change with them.
+    "passkeys": {
+        "of_user": READ, "get_by_credential_id": READ,
+        "add": UNCACHED, "use": UNCACHED, "rename": UNCACHED, "remove": UNCACHED,
+    },
 }
 
 

@@ -12,8 +12,8 @@ Registered as the storage provider ``pony``; the engine is chosen by
 - :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes),
   :mod:`.sessions` (login sessions, the login throttle, grants), :mod:`.lifecycle`
   (single-use codes, the mail outbox, TOTP, signing keys), :mod:`.audit` (the audit
-  trail, webhooks and their deliveries) and :mod:`.oauth` (the OpenID provider's clients,
-  consents and authorization codes);
+  trail, webhooks and their deliveries), :mod:`.oauth` (the OpenID provider's clients,
+  consents and authorization codes) and :mod:`.passkeys` (users' WebAuthn credentials);
 - :mod:`.compat`: every use of Pony's private API, each said why and tested against the
   installed Pony (``tests/test_pony_compat.py``);
 - :mod:`.pool` and :mod:`.replicas`: where statements run; :mod:`.notify`,
@@ -39,6 +39,7 @@ from .guard import CONFLICT, classify, from_database, transaction, unavailable, 
 from .lifecycle import CodeStore, KeyStore, Outbox, TotpStore
 from .notify import open_bus
 from .oauth import AuthorizationCodeStore, ConsentStore, OAuthClientStore
+from .passkeys import PasskeyStore
 from .reader import Reader
 from .replicas import REPLICA_POOL_WAIT, Replicas
 from .revision_bus import RevisionBus
@@ -72,6 +73,7 @@ class PonyStorage:
         self.oauth_clients = OAuthClientStore(e, self.reader)
         self.consents = ConsentStore(e, self.reader)
         self.oauth_codes = AuthorizationCodeStore(e, self.reader)
+        self.passkeys = PasskeyStore(e, self.reader)
         self.read_committed = self.db.provider.dialect == "MySQL"
 
     @contextmanager

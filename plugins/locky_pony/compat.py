@@ -18,13 +18,14 @@ What each touch is for (and the Pony internal it rests on):
 - :data:`PartialCommitException`: one of the wrappers a commit failure comes in; not
   exported by ``pony.orm``. (``core.PartialCommitException``)
 - :func:`column`, :func:`attribute_type`, :func:`table`, :func:`plain_attributes`,
-  :func:`column_defaults`, :func:`database_of`, :func:`dialect_of`: an entity's
+  :func:`column_defaults`, :func:`sql_value`, :func:`database_of`, :func:`dialect_of`: an entity's
   mapping (table, column names, Python types, plain columns and their defaults, the
   dialect of its database), from which the plain-SQL reads, the updatable fields and
   the records of inserted rows (:mod:`.inserts`) are written, so a renamed or added
   column follows the entity declaration.
   (``Entity._adict_``, ``_table_``, ``_attrs_``, ``_database_``; ``Attribute.columns``,
-  ``py_type``, ``default``, ``is_collection``, ``is_relation``, ``is_pk``)
+  ``py_type``, ``default``, ``is_collection``, ``is_relation``, ``is_pk``,
+  ``converters``)
 - :func:`session_connection`: the current session's connection without making the
   session immediate (``db.get_connection()`` does, which is SQLite's write lock), for
   the schema runner's catalog reads. (``Database._get_cache()``,
@@ -122,6 +123,12 @@ def column_defaults(entity) -> dict[str, Any]:
         found = _DEFAULTS[entity] = {a.name: a.default for a in entity._attrs_
                                      if not a.is_collection and not a.is_relation and not a.is_pk}
     return found
+
+
+def sql_value(entity, name: str, value: Any) -> Any:
+    """``value`` of the attribute ``name`` as Pony hands it to the driver (a timestamp
+    on SQLite: Pony's text, always with microseconds), for a plain-SQL write."""
+    return entity._adict_[name].converters[0].py2sql(value)
 
 
 def database_of(entity):

@@ -28,6 +28,8 @@ from pony.orm import Json, LongStr, Optional, PrimaryKey, Required, Set, composi
 #: Binary MySQL/MariaDB collations, best first. The NO PAD ones compare trailing spaces
 #: as PostgreSQL and SQLite do ("a" and "a " differ); plain ``utf8mb4_bin`` pads.
 MYSQL_COLLATIONS = ("utf8mb4_nopad_bin", "utf8mb4_0900_bin", "utf8mb4_bin")
+#: The longest passkey credential id kept: WebAuthn's 1023 bytes in unpadded base64url.
+CREDENTIAL_ID_MAX = 1364
 
 
 # Text is stored exactly as given (Pony would strip it by default): what the API
@@ -56,9 +58,13 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         disabled = Required(bool, default=False)
         mfa_enabled = Required(bool, default=False)
         password_hash = Required(str, 255, autostrip=False)
+        # A provisioning system's id (SCIM's externalId), not unique; a filter column
+        # like the members' (schema step 10).
+        external_id = Optional(str, 255, nullable=True, autostrip=False)
         memberships = Set("MemberRow")
         composite_key(email, del_token)
         composite_index(del_token, id)
+        composite_index(external_id, del_token, id)
 
     class GroupRow(db.Entity):
         _table_options_ = options
@@ -71,9 +77,11 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         del_token = Required(int, size=64, default=0)
         name = Required(str, 255, autostrip=False)
         description = Optional(str, 1024, default="", autostrip=False)
+        external_id = Optional(str, 255, nullable=True, autostrip=False)  # as the users' (step 10)
         memberships = Set("MemberRow")
         composite_key(name, del_token)
         composite_index(del_token, id)
+        composite_index(external_id, del_token, id)
 
     class MemberRow(db.Entity):
         _table_options_ = options
@@ -321,6 +329,27 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         expires_at = Required(datetime, precision=6, index="idx_locky_oauth_codes__expires_at")
         used_at = Optional(datetime, precision=6)
 
+    class PasskeyRow(db.Entity):
+        # A user's WebAuthn credential (docs/http/accounts.md#passkeys), deleted when
+        # removed. The credential id may be up to 1023 bytes (1364 characters of
+        # base64url), longer than MariaDB indexes a utf8mb4 column: it is unique through
+        # ``credential_hash``, its SHA-256 (hex), which lookups use. Schema step 10.
+        _table_options_ = options
+        _table_ = "locky_passkeys"
+        id = PrimaryKey(int, auto=True, size=64)
+        uuid = Required(str, 36, unique=True, autostrip=False)
+        user_uuid = Required(str, 36, autostrip=False, index="idx_locky_passkeys__user_uuid")
+        credential_hash = Required(str, 64, unique=True, autostrip=False)
+        credential_id = Required(str, CREDENTIAL_ID_MAX, autostrip=False)
+        public_key = Required(LongStr, autostrip=False, lazy=False)
+        sign_count = Required(int, size=64, default=0)
+        name = Optional(str, 255, default="", autostrip=False)
+        transports = Required(Json, optimistic=False)
+        aaguid = Required(str, 36, autostrip=False)
+        backed_up = Required(bool, default=False)
+        created_at = Required(datetime, precision=6)
+        last_used_at = Optional(datetime, precision=6)
+
     class MetaRow(db.Entity):
         _table_options_ = options
         _table_ = "locky_meta"
@@ -345,5 +374,6 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         OAuthClient=OAuthClientRow,
         Consent=ConsentRow,
         AuthorizationCode=AuthorizationCodeRow,
+        Passkey=PasskeyRow,
         Meta=MetaRow,
     )

@@ -83,6 +83,8 @@ SHAPES: dict[str, Callable[[Any], Any]] = {
     "post_logout_redirect_uris": lambda value: tuple(_json(value)),
     "grant_types": lambda value: tuple(_json(value)),
     "scopes": lambda value: tuple(_json(value)),
+    # A passkey's transport hints: a JSON array.
+    "transports": lambda value: tuple(_json(value)),
 }
 
 

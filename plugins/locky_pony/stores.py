@@ -44,6 +44,8 @@ from .reads import CACHE_REVISION, RecordReads, column, is_id, record_builder
 OWNER = "owner"
 #: Fields of every record that only storage writes: ``update`` refuses them.
 STORAGE_OWNED = frozenset({"id", "uuid", "created_at", "updated_at", "deleted_at", "del_token"})
+#: Fields an ``update`` of ``""`` clears (stored as NULL): a provisioning system's id.
+CLEARABLE = frozenset({"external_id"})
 
 
 def new_uuid() -> str:
@@ -158,7 +160,9 @@ class Collection:
         if unknown:  # a field the record lacks, or one storage owns (id, uuid, timestamps)
             raise ValueError(f"cannot update field(s): {', '.join(sorted(unknown))}")
         row = self._live_or_404(id)
-        changed = {k: v for k, v in changes.items() if v is not None and getattr(row, k) != v}
+        # ``None`` leaves a field as stored; ``""`` clears a field that may be NULL.
+        wanted = {k: None if v == "" and k in CLEARABLE else v for k, v in changes.items() if v is not None}
+        changed = {k: v for k, v in wanted.items() if getattr(row, k) != v}
         with integrity_errors(Conflict(unique_field, conflict_message)):
             if changed:
                 row.set(**changed, updated_at=utcnow())
@@ -174,7 +178,7 @@ def _email(value):
 
 class UserStore(Collection):
     entity_name, record, to_record = "User", User, staticmethod(user_record)
-    filters = ("email",)
+    filters = ("email", "external_id")
 
     def given_filters(self, filters: dict[str, Any]) -> dict[str, Any]:
         given = super().given_filters(filters)
@@ -183,12 +187,12 @@ class UserStore(Collection):
         return given
 
     @transaction
-    def create(self, *, name: str, email: str, password_hash: str) -> User:
+    def create(self, *, name: str, email: str, password_hash: str, external_id: str | None = None) -> User:
         email = _email(email)
         now = utcnow()
         with integrity_errors(Conflict("email", "Already registered.")):
             row = insert(self.entity, uuid=new_uuid(), created_at=now, updated_at=now,
-                         name=name, email=email, password_hash=password_hash)
+                         name=name, email=email, password_hash=password_hash, external_id=external_id or None)
         return user_record(row)
 
     def get_by_email(self, email: str) -> User | None:
@@ -239,19 +243,26 @@ class UserStore(Collection):
 
 class GroupStore(Collection):
     entity_name, record, to_record = "Group", Group, staticmethod(group_record)
-    filters = ("name",)
+    filters = ("name", "external_id")
 
     @transaction
-    def create(self, *, name: str, description: str, owner_uuid: str) -> Group:
+    def create(self, *, name: str, description: str, owner_uuid: str | None,
+               external_id: str | None = None) -> Group:
         # Locked: a user deleted at the same time is either gone here or finds (and
-        # ends) this owner membership.
-        owner = self.entities.User.get_for_update(uuid=owner_uuid, del_token=0)
-        if owner is None:
-            raise Invalid.one("owner_uuid", "No such user.")
+        # ends) this owner membership. No owner: a provisioning system's group, made
+        # empty (its members come later, one by one).
+        owner = None
+        if owner_uuid is not None:
+            if isinstance(owner_uuid, str):
+                owner = self.entities.User.get_for_update(uuid=owner_uuid, del_token=0)
+            if owner is None:
+                raise Invalid.one("owner_uuid", "No such user.")
         now = utcnow()
         with integrity_errors(Conflict("name")):
             row = insert(self.entity, uuid=new_uuid(), created_at=now, updated_at=now, name=name,
-                         description=description)
+                         description=description, external_id=external_id or None)
+        if owner is None:
+            return group_record(row)
         self.entities.Member(
             uuid=new_uuid(), created_at=now, updated_at=now, group=row.row, user=owner,
             group_uuid=row.uuid, user_uuid=owner.uuid, role="owner",
