@@ -1,6 +1,10 @@
 """The authorization endpoint and its pages (docs/http/oauth.md): ``GET|POST
 /oauth/authorize`` and the posts of its sign-in, second-factor and consent forms.
 
+The sign-in page has a second form, "Sign in with a passkey" (CONTRACT §16), shown by
+its script when the browser has WebAuthn: it posts the authenticator's answer and goes
+on exactly as the password form does.
+
 The pages keep no state of their own: each form carries the authorization request's
 parameters (one hidden field, ``request``) and a CSRF token, and each post re-validates
 that request through Authlib before anything else, so a client deleted or a redirect
@@ -10,12 +14,14 @@ that every error is a redirect to the client with ``error``, ``error_description
 ``state``.
 
 Signing in goes through :class:`locky.accounts.logins.Accounts`, the path of
-``POST /v1/public/users/login``: the same counts, lockout, refusals (answered as the
-page again, with the API's words and status) and events, which here name the client.
+``POST /v1/public/users/login`` and ``POST /v1/public/users/login/passkey``: the same
+counts, lockout, refusals (answered as the page again, with the API's words and status)
+and events, which here name the client.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from urllib.parse import parse_qsl, urlsplit
 
@@ -35,11 +41,12 @@ MAX_PARAMETERS = 100
 FORGED = "This form has expired or did not come from this page: go back to the application and sign in again."
 MISSING_CREDENTIALS = "Enter your email and your password."
 MISSING_CODE = "Enter a code."
+MISSING_PASSKEY = "The passkey's answer did not arrive: press “Sign in with a passkey” again, or use your password."
 
 
 class Authorize:
     """``/oauth/authorize`` (GET and POST: OpenID Connect allows both) and its form posts
-    (``suffix`` ``login``, ``code``, ``consent``)."""
+    (``suffix`` ``login``, ``passkey``, ``code``, ``consent``)."""
 
     def __init__(self, context, accounts: Accounts | None = None):
         self.context = context
@@ -178,6 +185,33 @@ class Authorize:
             status, message, headers = _refusal(exc)
             return self._signin_page(req, resp, oreq, grant, status=status, email=email, error=message,
                                      headers=headers)
+        self._first_factor_done(req, resp, oreq, grant, result)
+
+    def on_post_passkey(self, req, resp):
+        """The sign-in page's passkey form: its script put the browser's answer to
+        ``POST /v1/public/users/login/passkey/options`` (``PublicKeyCredential.toJSON()``)
+        in ``credential``; the rest is the password form's way."""
+        posted = self._posted(req, resp)
+        if posted is None:
+            return
+        form, oreq, grant, _ = posted
+        try:
+            credential = json.loads(form.get("credential") or "null")
+        except ValueError:
+            credential = None
+        if not isinstance(credential, dict):
+            return self._signin_page(req, resp, oreq, grant, status=400, error=MISSING_PASSKEY)
+        page = PageSignIn(grant.client.record.client_id, self.browser.cookie_session_uuid(req))
+        try:
+            result = self.accounts.sign_in_with_passkey(credential, req.context.client_address, page=page)
+        except LockyError as exc:
+            status, message, headers = _refusal(exc)
+            return self._signin_page(req, resp, oreq, grant, status=status, error=message, headers=headers)
+        self._first_factor_done(req, resp, oreq, grant, result)
+
+    def _first_factor_done(self, req, resp, oreq: OAuthRequest, grant, result: dict) -> None:
+        """A password or passkey was accepted: the second step's page when the account
+        asks for one, else signed in."""
         if result.get("mfa_required"):
             return pages.code(resp, client_name=grant.client.record.name, request=pages.carried(_params(oreq)),
                               csrf_token=self.browser.csrf_token(req, resp), mfa_token=result["mfa_token"],
@@ -299,6 +333,9 @@ def routes(context) -> list:
         ), in_spec=False),
         Route("/oauth/authorize/login", resource, (
             Operation("post", "Sign-in page: email and password", tag, public=True),), suffix="login", in_spec=False),
+        Route("/oauth/authorize/passkey", resource, (
+            Operation("post", "Sign-in page: a passkey's answer", tag, public=True),), suffix="passkey",
+              in_spec=False),
         Route("/oauth/authorize/code", resource, (
             Operation("post", "Sign-in page: TOTP or recovery code", tag, public=True),), suffix="code", in_spec=False),
         Route("/oauth/authorize/consent", resource, (

@@ -2,8 +2,10 @@
 errors and signed-out, rendered on the server from ``templates/`` with every value
 HTML-escaped. They need no JavaScript and take their look from the console's CSS.
 
-Every page goes out with the same strict headers: no script at all, styles and images
-only from Locky, no framing, no caching, no referrer. Forms may post only to Locky, and
+Every page goes out with the same strict headers: styles and images only from Locky, no
+framing, no caching, no referrer, and no script at all except on the sign-in page,
+which runs one file of Locky's own (``/console/signin-passkey.js``: "Sign in with a
+passkey", CONTRACT §16) and may call Locky alone; without it that page works as before. Forms may post only to Locky, and
 to the origin of the verified redirect URI the flow ends at: Chrome and Safari apply
 ``form-action`` to the redirect that answers a form's post too, so ``'self'`` alone
 would stop the sign-in's last step (the redirect to the client).
@@ -57,18 +59,23 @@ def origin(uri: str | None) -> str | None:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def content_security_policy(redirect_uri: str | None = None) -> str:
+#: What the sign-in page adds to the policy: its passkey script, Locky's own file, which
+#: asks Locky (and nobody else) for the ceremony's options.
+SCRIPT_SOURCES = "script-src 'self'; connect-src 'self'; "
+
+
+def content_security_policy(redirect_uri: str | None = None, *, scripts: bool = False) -> str:
     form_action = "'self'"
     redirect_origin = origin(redirect_uri)
     if redirect_origin:
         form_action += " " + redirect_origin
-    return ("default-src 'none'; style-src 'self'; img-src 'self'; "
+    return ("default-src 'none'; " + (SCRIPT_SOURCES if scripts else "") + "style-src 'self'; img-src 'self'; "
             f"form-action {form_action}; frame-ancestors 'none'; base-uri 'none'")
 
 
-def page_headers(resp: falcon.Response, redirect_uri: str | None = None) -> None:
+def page_headers(resp: falcon.Response, redirect_uri: str | None = None, *, scripts: bool = False) -> None:
     """The headers of every page, and of the redirects that end a form's post."""
-    resp.set_header("Content-Security-Policy", content_security_policy(redirect_uri))
+    resp.set_header("Content-Security-Policy", content_security_policy(redirect_uri, scripts=scripts))
     resp.set_header("X-Frame-Options", "DENY")
     resp.set_header("X-Content-Type-Options", "nosniff")
     resp.set_header("Referrer-Policy", "no-referrer")
@@ -77,8 +84,8 @@ def page_headers(resp: falcon.Response, redirect_uri: str | None = None) -> None
 
 
 def send(resp: falcon.Response, status: int, title: str, body: str, redirect_uri: str | None = None,
-         headers: dict[str, str] | None = None) -> None:
-    page_headers(resp, redirect_uri)
+         headers: dict[str, str] | None = None, *, scripts: bool = False) -> None:
+    page_headers(resp, redirect_uri, scripts=scripts)
     for name, value in (headers or {}).items():
         resp.set_header(name, value)
     resp.status = falcon.code_to_http_status(status)
@@ -104,7 +111,7 @@ def signin(resp, *, status: int = 200, client_name: str, request: str, csrf_toke
                   error=_error(error), described=described,
                   autofocus_email=Markup("" if email else " autofocus"),
                   autofocus_password=Markup(" autofocus" if email else ""))
-    send(resp, status, "Sign in", body, redirect_uri, headers)
+    send(resp, status, "Sign in", body, redirect_uri, headers, scripts=True)
 
 
 def code(resp, *, status: int = 200, client_name: str, request: str, csrf_token: str, mfa_token: str,

@@ -1,0 +1,44 @@
+// The OpenID provider's sign-in page (docs/http/oauth.md): "Sign in with a passkey".
+// The page works without this script (the password form); with it, and a browser that
+// has WebAuthn, the hidden passkey form shows. Pressing its button asks Locky for
+// sign-in options, lets the browser's authenticator answer them, and posts that answer
+// with the form's own hidden fields (the authorization request, the CSRF token) to
+// /oauth/authorize/passkey, which signs in and goes on as the password form does.
+
+import { assertion, ceremonyFailure, supported } from "./webauthn.js";
+
+const form = document.getElementById("passkey-form");
+if (form && supported()) {
+  const credential = form.querySelector("input[name=credential]");
+  const button = form.querySelector("button");
+  const error = document.getElementById("passkey-error");
+  const say = (message) => {
+    error.textContent = message;
+    error.hidden = !message;
+  };
+  form.hidden = false;
+  form.addEventListener("submit", async (event) => {
+    if (credential.value) return; // the answer is in: post it
+    event.preventDefault();
+    say("");
+    button.disabled = true;
+    try {
+      const resp = await fetch("/v1/public/users/login/passkey/options", {
+        method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
+        body: "{}", credentials: "omit", cache: "no-store",
+      });
+      const options = await resp.json().catch(() => null);
+      if (!resp.ok || !options) {
+        say(options && options.title && options.title !== `${resp.status}` ? options.title
+          : `Locky cannot offer a passkey sign-in right now (${resp.status}); use your password.`);
+        return;
+      }
+      credential.value = JSON.stringify(await assertion(options));
+      form.submit();
+    } catch (failure) {
+      say(ceremonyFailure(failure) || "The passkey sign-in did not work; try again or use your password.");
+    } finally {
+      button.disabled = false;
+    }
+  });
+}
