@@ -10,6 +10,7 @@ import { groupScreen, groupsScreen } from "./groups.js";
 import { keysScreen } from "./keys.js";
 import { rolesScreen } from "./roles.js";
 import { userScreen, usersScreen } from "./users.js";
+import { assertion, ceremonyFailure, supported as passkeysSupported } from "./webauthn.js";
 import { deliveriesScreen, webhooksScreen } from "./webhooks.js";
 
 // The questions asked once after sign-in: [resource, action] pairs of the policy.
@@ -87,7 +88,10 @@ function signInScreen(message) {
     h("h1", { text: "Locky console" }),
     h("p", { class: "muted", text: "Sign in with your Locky account." }),
     field("Email", email), field("Password", password), error,
-    h("button", { type: "submit", class: "primary", text: "Sign in" }));
+    h("button", { type: "submit", class: "primary", text: "Sign in" }),
+    passkeysSupported() ? h("div", { class: "passkey" },
+      h("p", { class: "muted", text: "or, without typing anything," }),
+      button("Sign in with a passkey", () => passkeySignIn(error), { id: "signin-passkey" })) : null);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     error.replaceChildren();
@@ -106,6 +110,22 @@ function signInScreen(message) {
   root.replaceChildren(h("main", { class: "signin-page", id: "main" },
     message ? h("p", { class: "notice info", role: "status", text: message }) : null, form));
   email.focus();
+}
+
+// A discoverable passkey: no email, the browser offers the passkeys it holds for Locky.
+// The answer is the password's: tokens, or the second step.
+async function passkeySignIn(error) {
+  error.replaceChildren();
+  try {
+    const options = await api("POST", "/v1/public/users/login/passkey/options", { anonymous: true, body: {} });
+    const credential = await assertion(options);
+    const answer = await api("POST", "/v1/public/users/login/passkey", { anonymous: true, body: { credential } });
+    if (answer.mfa_required) mfaScreen(answer.mfa_token);
+    else await signedIn(answer);
+  } catch (failure) {
+    const said = ceremonyFailure(failure) || readable(failure);
+    error.replaceChildren(h("p", { class: "notice error", role: "alert", text: said }));
+  }
 }
 
 function mfaScreen(mfaToken) {

@@ -5,6 +5,7 @@
 // with the form's own hidden fields (the authorization request, the CSRF token) to
 // /oauth/authorize/passkey, which signs in and goes on as the password form does.
 
+import { api, ApiError } from "./api.js";
 import { assertion, ceremonyFailure, supported } from "./webauthn.js";
 
 const form = document.getElementById("passkey-form");
@@ -23,20 +24,12 @@ if (form && supported()) {
     say("");
     button.disabled = true;
     try {
-      const resp = await fetch("/v1/public/users/login/passkey/options", {
-        method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
-        body: "{}", credentials: "omit", cache: "no-store",
-      });
-      const options = await resp.json().catch(() => null);
-      if (!resp.ok || !options) {
-        say(options && options.title && options.title !== `${resp.status}` ? options.title
-          : `Locky cannot offer a passkey sign-in right now (${resp.status}); use your password.`);
-        return;
-      }
+      const options = await api("POST", "/v1/public/users/login/passkey/options", { anonymous: true, body: {} });
       credential.value = JSON.stringify(await assertion(options));
       form.submit();
     } catch (failure) {
-      say(ceremonyFailure(failure) || "The passkey sign-in did not work; try again or use your password.");
+      say(ceremonyFailure(failure) || (failure instanceof ApiError ? `${failure.message} Use your password instead.`
+        : "The passkey sign-in did not work; try again or use your password."));
     } finally {
       button.disabled = false;
     }

@@ -1,10 +1,11 @@
 // Users: keyset paging, a search over addresses and names, disable/enable and delete;
-// one user's groups and sign-ins.
+// one user's groups and sign-ins; on the user's own page, their passkeys and consents.
 
 import { all, api, names, nameOf, remember } from "./api.js";
 import { consentsSection } from "./clients.js";
 import { badge, button, confirmButton, field, h, row, section, table, when } from "./dom.js";
 import { newestPage } from "./newest.js";
+import { passkeysSection } from "./passkeys.js";
 
 const PAGE = 20;
 // A search reads the accounts in steps of this many (pages of 500) and filters them
@@ -193,7 +194,10 @@ export async function userScreen(ctx, id) {
       : nameOf(member.group_uuid),
     member.role, when(member.created_at))), "Groups of this user")));
 
-  if (user.uuid === ctx.session.me.uuid) view.append(await consentsSection(ctx, () => ctx.go(`#/users/${id}`)));
+  if (user.uuid === ctx.session.me.uuid) {
+    const redraw = () => ctx.go(`#/users/${id}`);
+    view.append(await passkeysSection(ctx, redraw), await consentsSection(ctx, redraw));
+  }
 
   if (ctx.can("audit:read")) {
     // The sign-ins are events of the trail; it has no sessions list of its own.
