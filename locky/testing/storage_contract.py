@@ -48,7 +48,7 @@ from locky.errors import Conflict, Forbidden, Invalid, NotFound
 from locky.providers import BuiltinRole, DocumentPages, Migration, SchemaState, Storage
 from locky.records import (
     FAILED, MAX_ID, PENDING, SUCCEEDED, UUID4, AuditEvent, Authenticated, AuthorizationCode, Code, Consent, Delivery,
-    Group, Letter, Member, OAuthClient, Page, Permission, SigningKey, TotpState, User, Webhook, utcnow,
+    Group, Letter, Member, OAuthClient, Page, Passkey, Permission, SigningKey, TotpState, User, Webhook, utcnow,
 )
 from locky.webhooks.patterns import selects
 
@@ -191,6 +191,12 @@ def create_group_in_race(storage, round_: int, index: int, owner_uuid: str):
 def use_code_in_race(storage, round_: int, index: int):
     """A racing process exchanges the authorization code ``race-<round>``: whether it won."""
     return storage.oauth_codes.use(digest(f"race-{round_}"), now=utcnow()) is not None
+
+
+def use_passkey_in_race(storage, round_: int, index: int, passkey_id: int):
+    """A racing process signs in with passkey ``passkey_id`` reporting the counter
+    ``round + 2``: whether it won."""
+    return storage.passkeys.use(passkey_id, sign_count=round_ + 2, now=utcnow()) is not None
 
 
 def hit_in_race(storage, round_: int, index: int, limit: int):
@@ -2584,6 +2590,270 @@ class StorageContract:
             storage.oauth_codes.use(digest("kept"), now=utcnow())
         assert storage.consents.get(ada.uuid, client.client_id).scopes == ("openid",)
         assert storage.oauth_codes.find(digest("kept")).used_at is not None
+
+    # -- provisioning ids and ownerless groups (SCIM) ----------------------------
+
+    OKTA_ID = "00ujl29u0le5T6Aj10h7"
+
+    def test_user_external_id_is_kept_updated_and_cleared(self, storage):
+        plain = self.user(storage, "plain@example.com", "Plain")
+        assert plain.external_id is None and storage.users.get(plain.id).external_id is None
+        user = storage.users.create(name="Ada", email="ada@example.com", password_hash="x", external_id=self.OKTA_ID)
+        assert user.external_id == self.OKTA_ID
+        assert storage.users.get(user.id) == user and storage.users.get_by_email("ada@example.com") == user
+        time.sleep(0.002)
+        changed = storage.users.update(user.id, external_id="okta|2 ü")
+        assert (changed.external_id, changed.name, changed.email) == ("okta|2 ü", "Ada", "ada@example.com")
+        assert changed.updated_at > user.updated_at
+        assert storage.users.get(user.id) == changed
+        assert storage.users.update(user.id, external_id=None) == changed  # None: as stored
+        assert storage.users.update(user.id, external_id="okta|2 ü") == changed  # no change, no new updated_at
+        cleared = storage.users.update(user.id, external_id="")  # "" clears it
+        assert cleared.external_id is None and storage.users.get(user.id) == cleared
+        assert storage.users.count(external_id="okta|2 ü") == 0
+        # An empty id given to create is none at all.
+        empty = storage.users.create(name="Eve", email="eve@example.com", password_hash="x", external_id="")
+        assert storage.users.get(empty.id).external_id is None
+
+    def test_users_filter_by_external_id_exactly(self, storage):
+        ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x", external_id="ext-A")
+        bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="x", external_id="ext-A")
+        carol = storage.users.create(name="Carol", email="carol@example.com", password_hash="x", external_id="ext-a")
+        self.user(storage, "dan@example.com", "Dan")
+        # Not unique: a provisioning system's id is kept as given.
+        assert storage.users.list(external_id="ext-A").items == [ada, bob]
+        assert storage.users.count(external_id="ext-A") == 2
+        assert storage.users.list(external_id="ext-a").items == [carol]  # compared exactly
+        assert storage.users.list(external_id="ext-A ").items == [] and storage.users.count(external_id="ext") == 0
+        page = storage.users.list(external_id="ext-A", limit=1)
+        assert page.items == [ada] and page.next_after_id == ada.id
+        assert storage.users.list(external_id="ext-A", after_id=ada.id).items == [bob]
+        assert storage.users.list(external_id="ext-A", email="bob@example.com").items == [bob]
+        assert storage.users.count(external_id=None) == 4
+        storage.users.delete(bob.id)
+        assert storage.users.list(external_id="ext-A").items == [ada]
+
+    def test_group_external_id_is_kept_updated_and_cleared(self, storage):
+        owner = self.user(storage)
+        plain = self.group(storage, owner)
+        assert plain.external_id is None and storage.groups.get(plain.id).external_id is None
+        group = storage.groups.create(name="designers", description="", owner_uuid=owner.uuid,
+                                      external_id=self.OKTA_ID)
+        assert group.external_id == self.OKTA_ID and storage.groups.get(group.id) == group
+        twin = storage.groups.create(name="twins", description="", owner_uuid=owner.uuid, external_id=self.OKTA_ID)
+        assert storage.groups.list(external_id=self.OKTA_ID).items == [group, twin]
+        assert storage.groups.count(external_id=self.OKTA_ID) == 2
+        assert storage.groups.count(external_id=self.OKTA_ID.lower()) == 0
+        time.sleep(0.002)
+        changed = storage.groups.update(group.id, external_id="g-2")
+        assert (changed.external_id, changed.name) == ("g-2", "designers") and changed.updated_at > group.updated_at
+        assert storage.groups.get(group.id) == changed
+        assert storage.groups.update(group.id, external_id=None, name=None) == changed
+        cleared = storage.groups.update(group.id, external_id="")
+        assert cleared.external_id is None and storage.groups.get(group.id) == cleared
+        assert storage.groups.list(external_id=self.OKTA_ID).items == [twin]
+        storage.groups.delete(twin.id)
+        assert storage.groups.count(external_id=self.OKTA_ID) == 0
+
+    def test_a_group_may_be_made_without_an_owner(self, seeded):
+        before = datetime.now(timezone.utc)
+        group = seeded.groups.create(name="provisioned", description="From the directory", owner_uuid=None,
+                                     external_id="grp-1")
+        self.assert_fresh_record(group, before)
+        assert (group.name, group.description, group.external_id) == ("provisioned", "From the directory", "grp-1")
+        assert seeded.groups.get(group.id) == group
+        assert seeded.members.count(group_uuid=group.uuid) == 0 and seeded.members.count() == 0
+        # Its members come later; its name is as unique as any group's.
+        ada = self.user(seeded)
+        member = seeded.members.create(group_uuid=group.uuid, user_uuid=ada.uuid, role="member")
+        assert seeded.members.list(group_uuid=group.uuid).items == [member]
+        assert seeded.members.role_of(ada.uuid, group.uuid) == "member"
+        with pytest.raises(Conflict) as caught:
+            seeded.groups.create(name="provisioned", description="", owner_uuid=None)
+        assert caught.value.fields == {"name": "Already exists."}
+        # An owner that is given must still exist.
+        with pytest.raises(Invalid) as invalid:
+            seeded.groups.create(name="other", description="", owner_uuid=new_uuid())
+        assert list(invalid.value.fields) == ["owner_uuid"]
+        assert seeded.groups.count() == 1
+        seeded.groups.delete(group.id)
+        assert seeded.members.count(group_uuid=group.uuid) == 0
+
+    # -- passkeys ----------------------------------------------------------------------
+
+    #: A credential id and COSE key as a browser hands them over (unpadded base64url).
+    CREDENTIAL = "mXw3qKx0T0aQpF8lZ7bq_8Zb0hHq1A-2rJm4h2Zt9sE"
+    COSE_KEY = ("pQECAyYgASFYIPgJ0wFHS3o5d2K1zQ9y4OqJfFqNq3Vd5lGxjS0eTzVdIlggJ3b5nQ0lq8Zy3Y5k8m0GJH7mH1c"
+                "X4r2b7cH0mJ6uX9k")
+    AAGUID = "adce0002-35bc-c60a-648b-0b25f1f05503"
+
+    def passkey(self, storage, user: User, credential_id: str | None = None, **changes) -> Passkey:
+        values = dict(user_uuid=user.uuid, credential_id=credential_id or self.CREDENTIAL, public_key=self.COSE_KEY,
+                      sign_count=0, name="MacBook Touch ID", transports=["internal", "hybrid"], aaguid=self.AAGUID,
+                      backed_up=True)
+        values.update(changes)
+        return storage.passkeys.add(**values)
+
+    def test_passkey_add_returns_the_stored_record(self, storage):
+        ada = self.user(storage)
+        before = datetime.now(timezone.utc)
+        made = self.passkey(storage, ada, sign_count=7)
+        assert isinstance(made, Passkey) and isinstance(made.id, int) and 0 < made.id <= MAX_ID
+        assert UUID4.fullmatch(made.uuid), made.uuid
+        assert (made.user_uuid, made.credential_id, made.public_key, made.sign_count, made.name, made.transports,
+                made.aaguid, made.backed_up, made.last_used_at) == (
+            ada.uuid, self.CREDENTIAL, self.COSE_KEY, 7, "MacBook Touch ID", ("internal", "hybrid"), self.AAGUID,
+            True, None)
+        assert before - timedelta(seconds=2) <= utc(made.created_at) <= datetime.now(timezone.utc) + timedelta(seconds=2)
+        assert self.record_fields(storage.passkeys.get_by_credential_id(self.CREDENTIAL)) == self.record_fields(made)
+        assert [self.record_fields(p) for p in storage.passkeys.of_user(ada.uuid)] == [self.record_fields(made)]
+        # The longest credential id WebAuthn allows (1023 bytes), a long key, no transports,
+        # a name in any script, an authenticator that does not say what it is.
+        longest = "A" * 1363 + "Q"
+        big = self.passkey(storage, ada, longest, public_key="k" * 3000, transports=(), name="Clé «Ⅱ» 🔑",
+                           aaguid="00000000-0000-0000-0000-000000000000", backed_up=False, sign_count=2**32 - 1)
+        assert (big.credential_id, big.public_key, big.transports, big.name, big.backed_up, big.sign_count) == (
+            longest, "k" * 3000, (), "Clé «Ⅱ» 🔑", False, 2**32 - 1)
+        assert self.record_fields(storage.passkeys.get_by_credential_id(longest)) == self.record_fields(big)
+        assert made.uuid != big.uuid and big.id > made.id
+
+    def test_a_credential_id_is_registered_once_across_users(self, storage):
+        ada = self.user(storage)
+        bob = self.user(storage, "bob@example.com", "Bob")
+        kept = self.passkey(storage, ada)
+        for owner in (ada, bob):
+            with pytest.raises(Conflict) as caught:
+                self.passkey(storage, owner, name="Again")
+            assert caught.value.fields == {"credential": "Already registered."}
+        assert [p.id for p in storage.passkeys.of_user(ada.uuid)] == [kept.id]
+        assert storage.passkeys.of_user(bob.uuid) == []
+        # Credential ids are case-sensitive (base64url): another case is another credential.
+        other = self.passkey(storage, bob, self.CREDENTIAL.swapcase())
+        assert storage.passkeys.get_by_credential_id(self.CREDENTIAL.swapcase()).id == other.id
+        assert storage.passkeys.get_by_credential_id(self.CREDENTIAL).id == kept.id
+
+    def test_concurrent_registrations_of_one_credential_keep_one(self, storage):
+        users = [self.user(storage, f"u{i}@example.com", f"U{i}") for i in range(6)]
+        results = run_together(6, lambda i: self.passkey(storage, users[i], "raced-credential"))
+        made = [r for r in results if isinstance(r, Passkey)]
+        assert len(made) == 1, results
+        assert all(isinstance(r, Conflict) and r.fields == {"credential": "Already registered."}
+                   for r in results if not isinstance(r, Passkey)), results
+        assert storage.passkeys.get_by_credential_id("raced-credential").id == made[0].id
+        assert sum(len(storage.passkeys.of_user(u.uuid)) for u in users) == 1
+
+    def test_passkeys_of_a_user_oldest_first(self, storage):
+        ada = self.user(storage)
+        bob = self.user(storage, "bob@example.com", "Bob")
+        mine = [self.passkey(storage, ada, f"ada-{n}", name=f"key {n}") for n in (3, 1, 2)]
+        bobs = self.passkey(storage, bob, "bob-1")
+        assert [p.id for p in storage.passkeys.of_user(ada.uuid)] == [p.id for p in mine]
+        assert [p.name for p in storage.passkeys.of_user(ada.uuid)] == ["key 3", "key 1", "key 2"]
+        assert [p.id for p in storage.passkeys.of_user(bob.uuid)] == [bobs.id]
+        assert storage.passkeys.of_user(new_uuid()) == []
+        for not_text in (None, 5, b"x"):
+            assert storage.passkeys.of_user(not_text) == []
+
+    def test_an_unknown_credential_id_finds_nothing(self, storage):
+        self.passkey(storage, self.user(storage))
+        assert storage.passkeys.get_by_credential_id("unknown") is None
+        assert storage.passkeys.get_by_credential_id(self.CREDENTIAL + " ") is None
+        assert storage.passkeys.get_by_credential_id(self.CREDENTIAL[:-1]) is None
+        for not_text in (None, 5, b"x", [self.CREDENTIAL]):
+            assert storage.passkeys.get_by_credential_id(not_text) is None
+
+    def test_passkey_use_moves_the_counter_forward_only(self, storage):
+        made = self.passkey(storage, self.user(storage), sign_count=10)
+        first = utcnow().replace(microsecond=123456)
+        used = storage.passkeys.use(made.id, sign_count=11, now=first)
+        assert isinstance(used, Passkey) and used.sign_count == 11 and utc(used.last_used_at) == utc(first)
+        # Nothing else changed.
+        unchanged = ("id", "uuid", "user_uuid", "credential_id", "public_key", "name", "transports", "aaguid",
+                     "backed_up", "created_at")
+        assert [getattr(used, f) for f in unchanged] == [getattr(made, f) for f in unchanged[:-1]] + [used.created_at]
+        assert utc(used.created_at) == utc(made.created_at)
+        assert self.record_fields(storage.passkeys.get_by_credential_id(self.CREDENTIAL)) == self.record_fields(used)
+        # The same count again, a lower one, or 0 once it counted: refused, nothing changed.
+        for count in (11, 10, 3, 0):
+            assert storage.passkeys.use(made.id, sign_count=count, now=utcnow()) is None, count
+        assert self.record_fields(storage.passkeys.get_by_credential_id(self.CREDENTIAL)) == self.record_fields(used)
+        later = storage.passkeys.use(made.id, sign_count=500, now=first + timedelta(minutes=1))
+        assert later.sign_count == 500 and utc(later.last_used_at) == utc(first + timedelta(minutes=1))
+        # No such passkey.
+        assert storage.passkeys.use(made.id + 1000, sign_count=1000, now=utcnow()) is None
+        for not_an_id in (None, "1", 0, -1, MAX_ID + 1):
+            assert storage.passkeys.use(not_an_id, sign_count=1000, now=utcnow()) is None
+
+    def test_a_passkey_without_a_counter_stays_at_zero(self, storage):
+        made = self.passkey(storage, self.user(storage), sign_count=0)
+        first = utcnow()
+        once = storage.passkeys.use(made.id, sign_count=0, now=first)
+        assert once.sign_count == 0 and utc(once.last_used_at) == utc(first)
+        again = storage.passkeys.use(made.id, sign_count=0, now=first + timedelta(seconds=5))
+        assert again.sign_count == 0 and utc(again.last_used_at) == utc(first + timedelta(seconds=5))
+        # An authenticator that starts counting counts on from there, never back to 0.
+        counted = storage.passkeys.use(made.id, sign_count=1, now=utcnow())
+        assert counted.sign_count == 1
+        assert storage.passkeys.use(made.id, sign_count=0, now=utcnow()) is None
+        assert storage.passkeys.get_by_credential_id(self.CREDENTIAL).sign_count == 1
+
+    def test_concurrent_uses_with_one_count_let_one_through(self, storage):
+        made = self.passkey(storage, self.user(storage), sign_count=1)
+        for round_ in range(10):
+            count = round_ + 2
+            results = run_together(2 if round_ % 2 else 6,
+                                   lambda i: storage.passkeys.use(made.id, sign_count=count, now=utcnow()))
+            assert len([r for r in results if isinstance(r, Passkey)]) == 1, (round_, results)
+            assert all(r is None for r in results if not isinstance(r, Passkey)), (round_, results)
+            assert storage.passkeys.get_by_credential_id(self.CREDENTIAL).sign_count == count
+
+    def test_uses_racing_across_processes_let_one_through(self, storage, other_processes):
+        made = self.passkey(storage, self.user(storage), sign_count=1)
+        rounds = race_in_processes(other_processes, use_passkey_in_race, made.id)
+        for number, outcomes in enumerate(rounds):
+            assert sorted(outcomes) == [("value", False)] * (PROCESSES - 1) + [("value", True)], (number, outcomes)
+        assert storage.passkeys.get_by_credential_id(self.CREDENTIAL).sign_count == ROUNDS + 1
+
+    def test_only_its_owner_renames_or_removes_a_passkey(self, storage):
+        ada = self.user(storage)
+        bob = self.user(storage, "bob@example.com", "Bob")
+        made = self.passkey(storage, ada)
+        bobs = self.passkey(storage, bob, "bob-credential")
+        assert storage.passkeys.rename(bob.uuid, made.id, "Mine now") is None
+        assert storage.passkeys.remove(bob.uuid, made.id) is None
+        assert self.record_fields(storage.passkeys.get_by_credential_id(self.CREDENTIAL)) == self.record_fields(made)
+        for user_uuid, id in ((new_uuid(), made.id), (None, made.id), (ada.uuid, made.id + 1000),
+                              (ada.uuid, None), (ada.uuid, str(made.id))):
+            assert storage.passkeys.rename(user_uuid, id, "x") is None
+            assert storage.passkeys.remove(user_uuid, id) is None
+        renamed = storage.passkeys.rename(ada.uuid, made.id, "YubiKey 5 «NFC»")
+        assert renamed.name == "YubiKey 5 «NFC»"
+        assert self.record_fields(renamed)[:6] + self.record_fields(renamed)[7:] == \
+            self.record_fields(made)[:6] + self.record_fields(made)[7:]
+        assert self.record_fields(storage.passkeys.get_by_credential_id(self.CREDENTIAL)) == self.record_fields(renamed)
+        removed = storage.passkeys.remove(ada.uuid, made.id)
+        assert self.record_fields(removed) == self.record_fields(renamed)
+        assert storage.passkeys.of_user(ada.uuid) == [] and storage.passkeys.get_by_credential_id(self.CREDENTIAL) is None
+        assert storage.passkeys.remove(ada.uuid, made.id) is None
+        assert storage.passkeys.use(made.id, sign_count=50, now=utcnow()) is None
+        assert [p.id for p in storage.passkeys.of_user(bob.uuid)] == [bobs.id]  # bob's stays
+        # Removed is deleted: the credential may be registered again, as a new passkey.
+        again = self.passkey(storage, bob)
+        assert again.id != made.id and again.uuid != made.uuid
+
+    def test_atomic_undoes_passkey_writes(self, storage):
+        ada = self.user(storage)
+        kept = self.passkey(storage, ada, sign_count=3)
+        with pytest.raises(RuntimeError):
+            with storage.atomic():
+                self.passkey(storage, ada, "made-in-the-block")
+                assert storage.passkeys.use(kept.id, sign_count=4, now=utcnow()) is not None
+                storage.passkeys.rename(ada.uuid, kept.id, "renamed")
+                assert len(storage.passkeys.of_user(ada.uuid)) == 2  # the block reads its own writes
+                assert storage.passkeys.remove(ada.uuid, kept.id) is not None
+                raise RuntimeError("the block fails")
+        assert storage.passkeys.get_by_credential_id("made-in-the-block") is None
+        assert [self.record_fields(p) for p in storage.passkeys.of_user(ada.uuid)] == [self.record_fields(kept)]
 
     # -- atomic blocks ------------------------------------------------------------
 

@@ -43,8 +43,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 from locky import (
     AuditEvent, Authenticated, AuthorizationCode, Code, Conflict, Consent, Delivery, Group, Invalid, Letter, Member,
-    Migration, NotFound, OAuthClient, Page, Permission, Role, SchemaState, Session, SigningKey, TotpState, User,
-    Webhook, utcnow,
+    Migration, NotFound, OAuthClient, Page, Passkey, Permission, Role, SchemaState, Session, SigningKey, TotpState,
+    User, Webhook, utcnow,
 )
 from locky.storage import FAILED, PENDING, SUCCEEDED, selects
 
@@ -127,7 +127,9 @@ class _Records:
         unknown = set(changes) - set(allowed)
         if unknown:
             raise ValueError(f"cannot change {', '.join(sorted(unknown))}")
-        return {k: v for k, v in changes.items() if v is not None and getattr(record, k) != v}
+        # ``None`` leaves a field as it is; ``""`` clears a provisioning system's id.
+        wanted = {k: None if k == "external_id" and v == "" else v for k, v in changes.items() if v is not None}
+        return {k: v for k, v in wanted.items() if getattr(record, k) != v}
 
     # -- the RecordStore protocol ----------------------------------------------
 
@@ -175,7 +177,7 @@ class _Records:
 
 
 class UserStore(_Records):
-    filters = ("email",)
+    filters = ("email", "external_id")
 
     def _filters(self, filters):
         wanted = super()._filters(filters)
@@ -186,14 +188,14 @@ class UserStore(_Records):
     def _email_taken(self, email: str, but: int | None = None) -> bool:
         return any(u.email == email and u.id != but for u in self._live_where())
 
-    def create(self, *, name: str, email: str, password_hash: str) -> User:
+    def create(self, *, name: str, email: str, password_hash: str, external_id: str | None = None) -> User:
         email = email.lower()
         with self.lock:
             if self._email_taken(email):
                 raise Conflict("email", "Already registered.")
             return self._insert(lambda id, uuid, stamp: User(
                 id=id, uuid=uuid, created_at=stamp, updated_at=stamp, deleted_at=None,
-                name=name, email=email, password_hash=password_hash,
+                name=name, email=email, password_hash=password_hash, external_id=external_id or None,
             ))
 
     def get_by_email(self, email: str) -> User | None:
@@ -207,7 +209,7 @@ class UserStore(_Records):
         with self.lock:
             user = self._live_or_404(id)
             changed = self._changed(
-                user, changes, ("name", "email", "password_hash", "email_verified", "disabled"))
+                user, changes, ("name", "email", "password_hash", "email_verified", "disabled", "external_id"))
             if "email" in changed:
                 if self._email_taken(changed["email"], but=id):
                     raise Conflict("email", "Already registered.")
@@ -245,26 +247,29 @@ class UserStore(_Records):
 
 
 class GroupStore(_Records):
-    filters = ("name",)
+    filters = ("name", "external_id")
 
-    def create(self, *, name: str, description: str, owner_uuid: str) -> Group:
+    def create(self, *, name: str, description: str, owner_uuid: str | None,
+               external_id: str | None = None) -> Group:
         with self.lock:
-            owner = self.db.users.get_by_uuid(owner_uuid)
-            if owner is None:
+            # No owner: a provisioning system's group, made with no member.
+            owner = None if owner_uuid is None else self.db.users.get_by_uuid(owner_uuid)
+            if owner_uuid is not None and owner is None:
                 raise Invalid.one("owner_uuid", "No such user.")
             if self._live_where(name=name):
                 raise Conflict("name")
             group = self._insert(lambda id, uuid, stamp: Group(
                 id=id, uuid=uuid, created_at=stamp, updated_at=stamp, deleted_at=None,
-                name=name, description=description,
+                name=name, description=description, external_id=external_id or None,
             ))
-            self.db.members._add(group.uuid, owner.uuid, "owner")
+            if owner is not None:
+                self.db.members._add(group.uuid, owner.uuid, "owner")
             return group
 
     def update(self, id: int, **changes: Any) -> Group:
         with self.lock:
             group = self._live_or_404(id)
-            changed = self._changed(group, changes, ("name", "description"))
+            changed = self._changed(group, changes, ("name", "description", "external_id"))
             if "name" in changed and self._live_where(name=changed["name"]):
                 raise Conflict("name")
             return self._store(dataclasses.replace(group, **changed, updated_at=now())) if changed else group
@@ -1259,6 +1264,76 @@ class AuthorizationCodeStore:
             return used
 
 
+class PasskeyStore:
+    """Users' passkeys by id, in creation order; removed ones are gone. The counter
+    check of ``use`` and its write happen under the one lock: of concurrent sign-ins
+    with one count, one wins."""
+
+    def __init__(self, db: "MemoryStorage"):
+        self.lock = db.lock
+        self.rows: dict[int, Passkey] = {}  # by id, in creation order
+        self._last_id = 0
+
+    def _snapshot(self):
+        return dict(self.rows), self._last_id
+
+    def _restore(self, state) -> None:
+        self.rows, self._last_id = state
+
+    def add(self, *, user_uuid: str, credential_id: str, public_key: str, sign_count: int, name: str,
+            transports: Iterable[str], aaguid: str, backed_up: bool) -> Passkey:
+        with self.lock:
+            if any(p.credential_id == credential_id for p in self.rows.values()):
+                raise Conflict("credential", "Already registered.")
+            self._last_id += 1
+            passkey = Passkey(id=self._last_id, uuid=new_uuid(), user_uuid=user_uuid, credential_id=credential_id,
+                              public_key=public_key, sign_count=sign_count, name=name,
+                              transports=tuple(transports), aaguid=aaguid, backed_up=bool(backed_up),
+                              created_at=now())
+            self.rows[passkey.id] = passkey
+            return passkey
+
+    def of_user(self, user_uuid: str) -> list[Passkey]:
+        with self.lock:
+            return [p for p in self.rows.values() if p.user_uuid == user_uuid]
+
+    def get_by_credential_id(self, credential_id: str) -> Passkey | None:
+        if not isinstance(credential_id, str):
+            return None
+        with self.lock:
+            return next((p for p in self.rows.values() if p.credential_id == credential_id), None)
+
+    def use(self, id: int, *, sign_count: int, now: datetime) -> Passkey | None:
+        if type(sign_count) is not int or sign_count < 0:
+            raise ValueError("sign_count must be an int, 0 or more")
+        with self.lock:
+            passkey = self.rows.get(id) if type(id) is int else None
+            if passkey is None:
+                return None
+            if not (passkey.sign_count < sign_count or passkey.sign_count == sign_count == 0):
+                return None  # the counter did not move on
+            used = dataclasses.replace(passkey, sign_count=sign_count, last_used_at=aware(now))
+            self.rows[id] = used
+            return used
+
+    def _mine(self, user_uuid: str, id: int) -> Passkey | None:
+        passkey = self.rows.get(id) if type(id) is int else None
+        return passkey if passkey is not None and passkey.user_uuid == user_uuid else None
+
+    def rename(self, user_uuid: str, id: int, name: str) -> Passkey | None:
+        with self.lock:
+            passkey = self._mine(user_uuid, id)
+            if passkey is None:
+                return None
+            renamed = self.rows[id] = dataclasses.replace(passkey, name=name)
+            return renamed
+
+    def remove(self, user_uuid: str, id: int) -> Passkey | None:
+        with self.lock:
+            passkey = self._mine(user_uuid, id)
+            return None if passkey is None else self.rows.pop(id)
+
+
 class MemoryStorage:
     """The ``memory`` storage provider: a :class:`locky.Storage` in one process's memory."""
 
@@ -1283,10 +1358,11 @@ class MemoryStorage:
         self.oauth_clients = OAuthClientStore(self)
         self.consents = ConsentStore(self)
         self.oauth_codes = AuthorizationCodeStore(self)
+        self.passkeys = PasskeyStore(self)
         self._depth = 0  # how many atomic() blocks are open (in the thread holding the lock)
 
     _STORES = ("users", "groups", "members", "roles", "sessions", "throttle", "grants", "codes", "outbox", "totp",
-               "keys", "audit", "webhooks", "deliveries", "oauth_clients", "consents", "oauth_codes")
+               "keys", "audit", "webhooks", "deliveries", "oauth_clients", "consents", "oauth_codes", "passkeys")
 
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
