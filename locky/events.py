@@ -148,6 +148,10 @@ _LOGGED_IN = ("email", "session_uuid", "mfa", "method")
 _PAGE_FAILED = ("email", "reason", "method", "client_id")
 _AUTHORIZED = ("client_id", "scope", "op_session_uuid")
 _CLIENT = ("client_id", "name", "type")
+# Passkeys (docs/http/accounts.md#passkeys).
+_PASSKEYS = "/v1/private/users/me/passkeys"
+_PASSKEY_LOGIN = "POST /v1/public/users/login/passkey"
+_PASSKEY = ("user_uuid", "name")
 
 #: Every event, every action that records it, and what it carries: the single source of
 #: ``docs/events.md``.
@@ -306,4 +310,20 @@ SPECS: tuple[EventSpec, ...] = (
     EventSpec(OAUTH_CONSENT_REVOKED, "DELETE /v1/private/users/me/consents/{client_id}", "A user withdraws their"
               " consent to a client; `sessions_ended` logins of theirs by that client end.", "user", "Consent",
               ("client_id", "scopes", "sessions_ended")),
+    EventSpec(PASSKEY_REGISTERED, f"POST {_PASSKEYS}", "A user registers a passkey (`actor_uuid`: the user; the"
+              " target is the passkey).", "passkey", "Passkey", _PASSKEY),
+    EventSpec(PASSKEY_REMOVED, f"DELETE {_PASSKEYS}/{{id}}", "A user removes one of their passkeys: nothing signs"
+              " in with it again.", "passkey", "Passkey", _PASSKEY),
+    EventSpec(PASSKEY_COUNTER_MISMATCH, _PASSKEY_LOGIN, "A passkey's answer verified, but its signature counter"
+              " (`sign_count`) did not move on from the stored one (`stored_sign_count`): a copied authenticator,"
+              " or a replay. The sign-in is refused (400), after this event `login.failed`.", "passkey", "Passkey",
+              (*_PASSKEY, "sign_count", "stored_sign_count")),
+    EventSpec(LOGIN_SUCCEEDED, _PASSKEY_LOGIN, "A passkey signs an account in (`method`: `passkey`): one that"
+              " verified its user, or any passkey of an account without a second factor.", "user", "User",
+              _LOGGED_IN),
+    EventSpec(LOGIN_FAILED, _PASSKEY_LOGIN, "A passkey of a live account does not verify, or its counter did not"
+              " move on (400), or its account is disabled or unverified (403); `method` is `passkey`.", "user",
+              None, (*_LOGIN_FAILED, "method")),
+    EventSpec(LOGIN_FAILED, _PASSKEY_LOGIN, "No live account has the passkey (400; no target).", None, None,
+              ("reason", "method")),
 )

@@ -594,3 +594,72 @@ class SubjectsQuerySchema(ListQuerySchema):
     resource = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid resource."), **d("The resource."))
     action = fields.String(required=True, validate=Pattern(PERMISSION_PART, error="Not a valid action."), **d("The action."))
     group_uuid = Uuid("Decide within this group (its members' roles apply).")
+
+
+# ---------------------------------------------------------------------------
+# Passkeys (docs/http/accounts.md#passkeys)
+# ---------------------------------------------------------------------------
+
+PASSKEY_NAME = [validate.Length(1, 64), not_blank, plain_text]
+PASSKEY_NAME_TEXT = "1-64 characters, no control characters, not only whitespace."
+
+
+class Credential(fields.Dict):
+    """A WebAuthn ``PublicKeyCredential`` in the JSON form of its ``toJSON()``: read by the
+    passkey service, which answers a malformed one with a 400 on ``credential``."""
+
+    def __init__(self, description: str, **kwargs):
+        super().__init__(required=True, keys=fields.String(), **d(description), **kwargs)
+
+
+class PasskeyRequestSchema(RequestSchema):
+    credential = Credential("The browser's answer to the creation options: PublicKeyCredential.toJSON() of navigator.credentials.create().")
+    name = fields.String(validate=PASSKEY_NAME, **d("What to call the passkey (e.g. the device): " + PASSKEY_NAME_TEXT + " Default: Passkey N.", pattern=NAME_PATTERN, maxLength=64, example="Ada's laptop"))
+
+
+class PasskeyRenameSchema(RequestSchema):
+    name = fields.String(required=True, validate=PASSKEY_NAME, **d("The passkey's new name: " + PASSKEY_NAME_TEXT, pattern=NAME_PATTERN, maxLength=64, example="Work phone"))
+
+
+class PasskeyLoginOptionsRequestSchema(RequestSchema):
+    email = Email(validate=email_address, **d("Optional: the account signing in, whose passkeys the browser may offer. Without it, any discoverable passkey of this site.", **EMAIL_RULES, example=EXAMPLE_EMAIL))
+
+
+class PasskeyLoginRequestSchema(RequestSchema):
+    credential = Credential("The browser's answer to the request options: PublicKeyCredential.toJSON() of navigator.credentials.get().")
+
+
+class PasskeySchema(Schema):
+    id = fields.Integer(dump_only=True, **d("The passkey's id (for renaming and removing it)."))
+    uuid = fields.String(dump_only=True, **d("UUID4, lowercase canonical form.", pattern=UUID4_PATTERN))
+    name = fields.String(**d("What the user calls it."))
+    created_at = Timestamp(dump_only=True, **d("When it was registered, RFC 3339 UTC."))
+    last_used_at = Timestamp(dump_only=True, allow_none=True, **d("Its last sign-in, RFC 3339 UTC; null before the first."))
+
+
+class PasskeyListSchema(Schema):
+    passkeys = fields.List(fields.Nested(PasskeySchema), **d("The caller's passkeys, oldest first."))
+
+
+class PasskeyCreationOptionsSchema(Schema):
+    """PublicKeyCredentialCreationOptionsJSON (WebAuthn Level 3): binary values in unpadded base64url."""
+
+    rp = fields.Dict(**d("The relying party: id (LOCKY_WEBAUTHN_RP_ID, or the host of LOCKY_PUBLIC_URL, or localhost) and name."))
+    user = fields.Dict(**d("id (the user handle: the 16 bytes of the user's uuid), name (the email), displayName."))
+    challenge = fields.String(**d("Single use, 5 minutes."))
+    pubKeyCredParams = fields.List(fields.Dict(), **d("ES256, EdDSA, RS256."))
+    timeout = fields.Integer(**d("Milliseconds (300000)."))
+    excludeCredentials = fields.List(fields.Dict(), **d("The user's passkeys, so an authenticator is not registered twice."))
+    authenticatorSelection = fields.Dict(**d("residentKey required, userVerification preferred."))
+    attestation = fields.String(**d("none."))
+    hints = fields.List(fields.String(), **d("Empty."))
+
+
+class PasskeyRequestOptionsSchema(Schema):
+    """PublicKeyCredentialRequestOptionsJSON (WebAuthn Level 3): binary values in unpadded base64url."""
+
+    challenge = fields.String(**d("Single use, 5 minutes."))
+    timeout = fields.Integer(**d("Milliseconds (300000)."))
+    rpId = fields.String(**d("The relying party ID."))
+    allowCredentials = fields.List(fields.Dict(), **d("Empty for a discoverable passkey; with an email, that account's passkeys."))
+    userVerification = fields.String(**d("preferred."))

@@ -24,6 +24,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import urlsplit
+import ipaddress
 
 from locky.http.client_address import parse_networks
 
@@ -53,6 +55,22 @@ OTHER_VARIABLES = frozenset({
 })
 OTHER_PREFIXES = ("LOCKY_TEST_", "LOCKY_BENCH_", "LOCKY_REQUIRE_", "LOCKY_SCHEMATHESIS_")
 log = logging.getLogger("locky")
+#: A passkeys' relying party ID as LOCKY_WEBAUTHN_RP_ID may set it: a lowercase DNS name.
+WEBAUTHN_RP_ID = re.compile(r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
+#: An origin of LOCKY_WEBAUTHN_ORIGINS: scheme, host, optional port; nothing else.
+WEBAUTHN_ORIGIN = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?")
+#: The origins accepted while the RP ID is ``localhost`` and none is configured: a
+#: browser on this machine, on any port (browsers treat localhost as a secure context).
+LOCALHOST_ORIGIN = re.compile(r"https?://localhost(:[0-9]{1,5})?")
+
+
+def _is_ip_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
 
 
 class SettingsError(ValueError):
@@ -153,6 +171,12 @@ class Settings:
     webhook_allow_private: bool = False
     webhook_timeout: int = 10
     webhook_retry_seconds: int = 24 * 3600
+    # Passkeys (docs/http/accounts.md#passkeys): the relying party ID (None: the host of
+    # ``public_url``, else ``localhost``), the name authenticators show, and origins
+    # accepted besides ``public_url``'s (see ``webauthn_rp`` and ``webauthn_allowed_origins``).
+    webauthn_rp_id: str | None = None
+    webauthn_rp_name: str = "Locky"
+    webauthn_origins: tuple[str, ...] = ()
     # Free-form section for third-party plugins: ``[plugins.NAME]`` in TOML.
     extra: Mapping[str, Any] = field(default_factory=dict, repr=False)
     # The values of the settings the bundled plugins declare (``locky_add_settings``:
@@ -291,6 +315,7 @@ class Settings:
         if self.public_url is not None and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", self.public_url):
             raise SettingsError("LOCKY_PUBLIC_URL must be an http:// or https:// URL such as"
                                 " https://auth.example.com (no query or fragment)")
+        self._validate_webauthn()
         for name in ("storage", "tokens", "password_hasher", "authorizer", "mailer"):
             if not getattr(self, name):
                 raise SettingsError(f"LOCKY_{name.upper()} must name a provider")
@@ -301,6 +326,44 @@ class Settings:
         for setting in bundled_declarations().values():  # the bundled plugins' own, in their order
             if setting.check is not None:
                 setting.check(getattr(self, setting.name))
+
+    def _validate_webauthn(self) -> None:
+        if self.webauthn_rp_id is not None and (not WEBAUTHN_RP_ID.fullmatch(self.webauthn_rp_id)
+                                                 or _is_ip_address(self.webauthn_rp_id)):
+            raise SettingsError("LOCKY_WEBAUTHN_RP_ID must be a host name such as auth.example.com or example.com"
+                                " (lowercase, no scheme, port or path; browsers refuse an IP address)")
+        if not self.webauthn_rp_name.strip() or len(self.webauthn_rp_name) > 64:
+            raise SettingsError("LOCKY_WEBAUTHN_RP_NAME must be 1 to 64 characters")
+        for origin in self.webauthn_origins:
+            if not WEBAUTHN_ORIGIN.fullmatch(origin):
+                raise SettingsError(f"LOCKY_WEBAUTHN_ORIGINS: {origin!r} is no origin: write scheme://host[:port],"
+                                    " e.g. https://app.example.com (no path, no trailing slash)")
+
+    @property
+    def webauthn_rp(self) -> str:
+        """The passkeys' relying party ID: ``webauthn_rp_id``, else the host of
+        ``public_url`` unless that is an IP address (browsers refuse those), else
+        ``localhost``."""
+        if self.webauthn_rp_id:
+            return self.webauthn_rp_id
+        host = urlsplit(self.public_url).hostname if self.public_url else None
+        if host and not _is_ip_address(host):
+            return host
+        return "localhost"
+
+    @property
+    def webauthn_allowed_origins(self) -> tuple[str, ...]:
+        """The origins a passkey ceremony may come from, exactly: ``public_url``'s
+        origin (scheme, host, port) and ``webauthn_origins``. While the RP ID is
+        ``localhost``, any ``http(s)://localhost[:port]`` origin is accepted besides
+        (:data:`LOCALHOST_ORIGIN`): a browser lets only pages on this machine use that
+        RP ID, so the port is no boundary worth keeping."""
+        found = []
+        if self.public_url:
+            parts = urlsplit(self.public_url)
+            found.append(f"{parts.scheme}://{parts.netloc}".lower())
+        found.extend(origin.lower() for origin in self.webauthn_origins)
+        return tuple(dict.fromkeys(found))
 
     def _validate_auth_cache(self, scheme: str) -> None:
         if self.auth_cache not in AUTH_CACHES:

@@ -39,6 +39,7 @@ from locky import SettingsError, hookimpl
 from locky import events
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, Account, LockyClient, make_settings
 from docs_generators import DOCS, load_generator
+from support.webauthn_authenticator import Authenticator
 
 REGISTER = "/v1/public/users/register"
 LOGIN = "/v1/public/users/login"
@@ -65,6 +66,8 @@ AUDIT = "/v1/internal/audit"
 AUTHORIZE = "/oauth/authorize"
 OAUTH_LOGOUT = "/oauth/logout"
 OAUTH_REDIRECT = "http://127.0.0.1:9999/cb"
+PASSKEYS = "/v1/private/users/me/passkeys"
+PASSKEY_LOGIN = "/v1/public/users/login/passkey"
 FORM = "application/x-www-form-urlencoded"
 NEW_PASSWORD = "a brand new passphrase 42"
 CLIENT_ADDRESS = "203.0.113.7"
@@ -475,6 +478,47 @@ def client_token_revoked(w):
     assert revoked.status_code == 200 and revoked.json == {}
 
 
+def with_passkey(w: World) -> tuple[Account, Authenticator, dict]:
+    """An account with a passkey of a software authenticator (tests/support)."""
+    account, authenticator = w.user("keyholder"), Authenticator()
+    options = w.post(f"{PASSKEYS}/options", {}, account)
+    return account, authenticator, w.post(PASSKEYS, {"credential": authenticator.create(options)}, account)
+
+
+def passkey_sign_in(expected: int, **wrong):
+    def drive(w):
+        _, authenticator, _ = with_passkey(w)
+        answer = dict(wrong)
+        if answer.get("sign_count") is not None:  # a first sign-in moves the counter to 1
+            assert passkey_answer(w, authenticator, PASSKEY_LOGIN).status_code == 200
+        if answer.pop("stranger", False):  # a passkey no account has
+            authenticator = Authenticator()
+            authenticator.create({"rp": {"id": "localhost"}, "user": {"id": "AA"}, "challenge": "AA"})
+        result = passkey_answer(w, authenticator, PASSKEY_LOGIN, send=True, **answer)
+        assert result.status_code == expected, result.text
+    return drive
+
+
+def passkey_answer(w: World, authenticator: Authenticator, path: str, send: bool = False, **wrong):
+    options = w.client.simulate_post(f"{path}/options", json={})
+    credential = authenticator.get(options.json, **wrong)
+    if send:
+        return w.send("POST", path, json={"credential": credential})
+    return w.client.simulate_post(path, json={"credential": credential})
+
+
+def passkey_registered(w):
+    account, authenticator = w.user("keyholder"), Authenticator()
+    options = w.post(f"{PASSKEYS}/options", {}, account)
+    result = w.send("POST", PASSKEYS, account, json={"credential": authenticator.create(options)})
+    assert result.status_code == 201, result.text
+
+
+def passkey_removed(w):
+    account, _, passkey = with_passkey(w)
+    assert w.send("DELETE", f"{PASSKEYS}/{passkey['id']}", account).status_code == 204
+
+
 def key(spec: events.EventSpec) -> tuple:
     return spec.name, spec.action, spec.target_type, spec.details
 
@@ -594,6 +638,13 @@ DRIVERS: dict[tuple, Callable[[World], None] | None] = {
         None,
     (E.OAUTH_CONSENT_REVOKED, f"DELETE {CONSENTS}/{{client_id}}", "user", ("client_id", "scopes", "sessions_ended")):
         consent_revoked,
+    (E.PASSKEY_REGISTERED, f"POST {PASSKEYS}", "passkey", ("user_uuid", "name")): passkey_registered,
+    (E.PASSKEY_REMOVED, f"DELETE {PASSKEYS}/{{id}}", "passkey", ("user_uuid", "name")): passkey_removed,
+    (E.PASSKEY_COUNTER_MISMATCH, f"POST {PASSKEY_LOGIN}", "passkey",
+     ("user_uuid", "name", "sign_count", "stored_sign_count")): passkey_sign_in(400, sign_count=1),
+    (E.LOGIN_SUCCEEDED, f"POST {PASSKEY_LOGIN}", "user", _LOGGED_IN): passkey_sign_in(200),
+    (E.LOGIN_FAILED, f"POST {PASSKEY_LOGIN}", "user", (*_FAILED, "method")): passkey_sign_in(400, tamper=True),
+    (E.LOGIN_FAILED, f"POST {PASSKEY_LOGIN}", None, ("reason", "method")): passkey_sign_in(400, stranger=True),
 }
 REQUEST_ROWS = [spec for spec in events.SPECS if DRIVERS.get(key(spec)) is not None]
 COMMAND_ROWS = [spec for spec in events.SPECS if key(spec) in DRIVERS and DRIVERS[key(spec)] is None]

@@ -5,7 +5,7 @@ One login path serves ``POST /v1/public/users/login`` (tokens) and the OpenID
 provider's sign-in page (docs/http/oauth.md: an OP session, no tokens): the same
 counts, lockout, refusals and events, told apart by a :class:`PageSignIn`. Login
 events say how the user proved who they are (``details.method``: ``password``,
-``totp``, ``recovery_code``) and, through the page, for which client
+``passkey``, ``totp``, ``recovery_code``) and, through the page, for which client
 (``details.client_id``)."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from locky.accounts import abuse_limits, password_rules
 from locky.mail import letters
 from locky.accounts.login_limits import Attempt, LoginLimits
 from locky.accounts.codes import hash_code, hash_recovery_code, new_code
+from locky.accounts.passkeys import COUNTER_MISMATCH, Passkeys, UnknownPasskey
 from locky.errors import Forbidden, Invalid, Unauthorized
 from locky.records import Identity, User, utcnow
 from locky.accounts.totp import TotpCodes
@@ -36,8 +37,18 @@ BAD_CODE = "Invalid code."
 MFA_TOKEN_TTL = 300
 MFA_METHODS = ["totp", "recovery_code"]
 #: The ``amr`` values (RFC 8176) of each way of logging in: what an OP session keeps
-#: and an ID token reports.
-AMR = {"password": ("pwd",), "totp": ("pwd", "otp"), "recovery_code": ("pwd", "otp")}
+#: and an ID token reports. A passkey is a key the authenticator keeps (``hwk``); one
+#: that verified its user (a PIN, a fingerprint) is two factors on its own (``user``,
+#: ``mfa``); one that did not is a first factor (``hwk``), and with TOTP after it
+#: ``hwk`` and ``otp`` (:data:`AMR_AFTER_PASSKEY`).
+AMR = {"password": ("pwd",), "totp": ("pwd", "otp"), "recovery_code": ("pwd", "otp"),
+       "passkey": ("hwk", "user", "mfa")}
+#: The ``amr`` of a passkey without user verification, alone and with a second factor after it.
+AMR_PASSKEY_ALONE = ("hwk",)
+AMR_AFTER_PASSKEY = ("hwk", "otp")
+#: What an ``mfa_token`` earned with a passkey holds between its code and its password
+#: mark (``CODE.passkey.MARK``); one earned with a password holds nothing there.
+PASSKEY_MARK = "passkey"
 
 
 @dataclass(frozen=True)
@@ -128,6 +139,59 @@ class Accounts:
             return self._mfa_challenge(user)
         return self._logged_in(user, rehash=rehash, method="password", page=page)
 
+    @property
+    def passkeys(self) -> Passkeys:
+        return Passkeys(self.context)
+
+    def sign_in_with_passkey(self, credential: Any, client_address: str | None = None,
+                             page: PageSignIn | None = None) -> dict[str, Any]:
+        """A sign-in with a passkey: ``credential`` is the browser's answer to the options
+        of :meth:`Passkeys.request_options` (``PublicKeyCredential.toJSON()`` of
+        ``navigator.credentials.get()``). Answers what :meth:`sign_in` answers: tokens;
+        through the sign-in ``page`` the OP session ``{"user", "session_uuid", "amr"}``;
+        or, for a passkey that did not verify its user on an account with TOTP, the
+        second step's challenge (the passkey is then a first factor, like a password).
+
+        ``Invalid`` on ``credential`` (400 ``{"credential": ...}``) when it cannot be
+        read, its challenge is not live, no account has the passkey, it does not verify,
+        or its signature counter did not move on (also audited
+        ``passkey.counter_mismatch``); ``Forbidden`` (403) for a disabled or (with
+        ``LOCKY_REQUIRE_VERIFIED_EMAIL``) unverified account; ``Locked`` (429) while the
+        account's login limits hold at this address. Each answer naming a passkey is
+        counted like a password attempt at its account; a success takes it back.
+        Login events carry ``method: passkey``."""
+        storage, service = self.context.storage, self.passkeys
+        try:
+            assertion = service.read_assertion(credential)
+        except UnknownPasskey:
+            self.context.audit.record(audit.LOGIN_FAILED, details={"reason": "unknown passkey",
+                                                                   **_how("passkey", page)})
+            raise
+        user = storage.users.get_by_uuid(assertion.passkey.user_uuid)
+        if user is None:  # its account was deleted
+            self.context.audit.record(audit.LOGIN_FAILED, details={"reason": "unknown passkey",
+                                                                   **_how("passkey", page)})
+            raise UnknownPasskey()
+        attempt = self._count_attempt(user.email, client_address)
+        try:
+            verified = service.verify_assertion(assertion)
+        except Invalid:
+            self._failed(user, "passkey not verified", "passkey", page)
+            raise
+        if service.use(assertion, verified) is None:
+            self._failed(user, "passkey counter mismatch", "passkey", page)
+            raise Invalid.one("credential", COUNTER_MISMATCH)
+        second_step = user.mfa_enabled and not verified.user_verified
+        if second_step:
+            self.limits.half_succeeded(attempt)
+        else:
+            self.limits.succeeded(attempt)
+        self._may_log_in(user, "passkey", page)
+        if second_step:
+            return self._mfa_challenge(user, first_factor=PASSKEY_MARK)
+        amr = AMR["passkey"] if verified.user_verified else AMR_PASSKEY_ALONE
+        return self._logged_in(user, method="passkey", page=page, amr=amr)
+
     def _still(self, checked: User, rehash: str | None = None) -> User | None:
         """Inside an atomic block: ``checked``'s user as stored now, locked until the
         block ends, or ``None`` when the password that was checked is no longer the
@@ -166,7 +230,7 @@ class Accounts:
             raise forbidden
 
     def _logged_in(self, checked: User, rehash: str | None = None, *, method: str,
-                   page: PageSignIn | None = None) -> dict[str, Any]:
+                   page: PageSignIn | None = None, amr: tuple[str, ...] | None = None) -> dict[str, Any]:
         """The session of a login whose credentials were checked on ``checked``: made
         only if they are still the account's, in the transaction that locks the user.
         Through the sign-in ``page`` it is an OP session (no client, no tokens: its
@@ -176,7 +240,7 @@ class Accounts:
         session_uuid = str(uuid.uuid4())
         refresh = None if page else self.context.tokens.issue(user_uuid=checked.uuid, session_uuid=session_uuid,
                                                                kind="refresh")
-        amr = AMR[method]
+        amr = amr or AMR[method]
         storage = self.context.storage
         with storage.atomic():  # the check, the login and its event, together
             user = self._still(checked, rehash)
@@ -207,15 +271,18 @@ class Accounts:
             return None
         return found[0].uuid
 
-    def _mfa_challenge(self, user: User) -> dict[str, Any]:
+    def _mfa_challenge(self, user: User, first_factor: str | None = None) -> dict[str, Any]:
         """The first step's answer for a user with a second factor: no tokens, an
         ``mfa_token`` (single-use, :data:`MFA_TOKEN_TTL` seconds) for the second step.
 
         The token ends in a keyed digest of the password hash it was earned with
         (:meth:`_password_mark`), and storage keeps the hash of the whole token, so the
         mark cannot be altered: a password reset or change between the two steps makes
-        the second one fail, as it ends the sessions of finished logins."""
-        token = f"{new_code()}.{self._password_mark(user)}"
+        the second one fail, as it ends the sessions of finished logins. A token earned
+        with a passkey (``first_factor``) says so between the two, for the ``amr`` of
+        the login it finishes."""
+        middle = f"{first_factor}." if first_factor else ""
+        token = f"{new_code()}.{middle}{self._password_mark(user)}"
         self.context.storage.codes.add(code_hash=hash_code(token), purpose="mfa", user_uuid=user.uuid,
                                        email=user.email, expires_at=utcnow() + timedelta(seconds=MFA_TOKEN_TTL))
         return {"mfa_required": True, "mfa_token": token, "methods": list(MFA_METHODS)}
@@ -251,8 +318,9 @@ class Accounts:
         if not hmac.compare_digest(mfa_token.rpartition(".")[2], self._password_mark(user)):
             raise Unauthorized(BAD_MFA_TOKEN)  # the password of the first step changed since
         self._may_log_in(user, method, page)
+        after_passkey = mfa_token.split(".")[1:2] == [PASSKEY_MARK] and mfa_token.count(".") == 2
         try:
-            return self._logged_in(user, method=method, page=page)
+            return self._logged_in(user, method=method, page=page, amr=AMR_AFTER_PASSKEY if after_passkey else None)
         except Unauthorized:
             raise Unauthorized(BAD_MFA_TOKEN) from None
 

@@ -20,7 +20,7 @@ from locky.schemas import (
     UserUpdateSchema,
 )
 
-from . import lifecycle
+from . import lifecycle, passkeys
 from .records import location
 from .writes import audited, body, deleted, live, updated
 
@@ -234,4 +234,4 @@ def routes(context) -> list[Route]:
             Operation("delete", "Delete a user (soft): memberships and tokens end too", tag, status=204,
                       errors=(401, 403, 404, 503)),
         )),
-    ] + account_routes
+    ] + account_routes + passkeys.routes(context, accounts)
