@@ -30,6 +30,8 @@ DEFAULT_PLUGINS = (
     "locky.resources.plugin",
     # The OpenID provider's routes (docs/http/oauth.md); LOCKY_BLOCK_PLUGINS turns it off.
     "locky.oauth.routes",
+    # SCIM 2.0 provisioning at /scim/v2 (docs/http/scim.md); LOCKY_BLOCK_PLUGINS turns it off.
+    "locky.scim.routes",
     "locky_pony",
     "locky_jwt",
     "locky_bcrypt",

@@ -112,65 +112,95 @@ class UserWrites:
         identity = req.context.identity
         own = user.uuid == identity.user.uuid
         new_email = changes.get("email") not in (None, user.email)
-        disabling = changes.get("disabled") is True and not user.disabled
         if "disabled" in changes:
             self.context.require(identity, "users", "disable", own=own)
             if own and changes["disabled"]:
                 raise Invalid.one("disabled", "You cannot disable your own account.")
         if own and (password is not None or new_email):
             self.accounts.confirm_password(user, current_password, client_address=req.context.client_address)
-        if password is not None:
-            password_rules.check(password, email=changes.get("email", user.email), name=changes.get("name", user.name))
-            changes["password_hash"] = self.context.password_hasher.hash(password)
-        # One's own new password keeps the login that made it; anyone else's change of
-        # credentials, and turning an account off, end them all.
-        end_logins = password is not None or (new_email and not own) or disabling
-        storage = self.context.storage
-        with storage.atomic():
-            # What was decided above (the current password, whether the email is new,
-            # whether this disables) holds only for the row as read then: it is locked
-            # now and must still be that row, or nothing is written.
-            current = self.store.for_update(user.uuid)
-            if current is None:
-                raise NotFound()
-            if (current.email, current.password_hash, current.disabled) != (user.email, user.password_hash, user.disabled):
-                raise StateConflict("The account's email, password or status changed while this request was"
-                                    " handled: read it again and retry.")
-            record = self.store.update(id, **changes)
-            if new_email:
-                storage.outbox.put(purpose=letters.VERIFY, email=record.email, user_uuid=record.uuid)
-            revoked = storage.sessions.revoke_all(user.uuid, keep=identity.session_uuid if own else None) \
-                if end_logins else 0
-            self._record(user, record, changes, password is not None, revoked)
-        if new_email:
-            self.context.mail_sender.wake()
+        record = update_user(self.context, user, changes, password, own=own,
+                             session_uuid=identity.session_uuid)
         updated(resp, USER, record)
-
-    def _record(self, before, after, changes: dict, password_changed: bool, sessions_ended: int) -> None:
-        """The events of one update: ``user.updated`` naming the fields that changed,
-        then ``password.changed``, ``user.disabled``/``user.enabled`` where they apply."""
-        record = self.context.audit.record
-        changed = sorted(name for name in changes if name != "password_hash"
-                         and getattr(before, name, None) != getattr(after, name, None))
-        if password_changed:
-            changed = sorted({*changed, "password"})
-        details = {"changed": changed}
-        if "email" in changed:
-            details.update(email=after.email, previous_email=before.email)
-        if sessions_ended:
-            details["sessions_ended"] = sessions_ended
-        record(audit.USER_UPDATED, target_type="user", target_uuid=after.uuid, details=details, record=after)
-        if password_changed:
-            record(audit.PASSWORD_CHANGED, target_type="user", target_uuid=after.uuid, record=after)
-        if after.disabled != before.disabled:
-            record(audit.USER_DISABLED if after.disabled else audit.USER_ENABLED, target_type="user",
-                   target_uuid=after.uuid, details={"email": after.email}, record=after)
 
     def on_delete(self, req, resp, id: int):
         self._target(req, id, "delete")
-        audited(self.context, audit.USER_DELETED, "user", lambda: self.store.delete(id),
-                lambda u: {"email": u.email, "name": u.name})
+        audited(self.context, audit.USER_DELETED, "user", lambda: self.store.delete(id), user_deleted)
         deleted(resp)
+
+
+def update_user(context, user, changes: dict, password: str | None, *, own: bool, session_uuid: str | None = None,
+                via: str | None = None):
+    """Write an update of ``user`` whose caller's rights and ``current_password`` are
+    checked already: ``changes`` holds the stored fields (``name``, ``email``,
+    ``disabled``, ``external_id``), ``password`` a new password or ``None``. The one
+    path of ``PUT /v1/private/users/{id}`` and of SCIM (``via="scim"``, added to every
+    event's details), so both make the same change.
+
+    The password rules apply. One's own (``own``) new password keeps the login that
+    made it (``session_uuid``); anyone else's change of credentials, and turning an
+    account off, end them all. A new email is unverified and gets a verification
+    message. 409 (:class:`StateConflict`) when the account's email, password or status
+    changed since ``user`` was read."""
+    new_email = changes.get("email") not in (None, user.email)
+    disabling = changes.get("disabled") is True and not user.disabled
+    if password is not None:
+        password_rules.check(password, email=changes.get("email", user.email), name=changes.get("name", user.name))
+        changes["password_hash"] = context.password_hasher.hash(password)
+    # One's own new password keeps the login that made it; anyone else's change of
+    # credentials, and turning an account off, end them all.
+    end_logins = password is not None or (new_email and not own) or disabling
+    storage = context.storage
+    store = storage.users
+    with storage.atomic():
+        # What was decided above (the current password, whether the email is new,
+        # whether this disables) holds only for the row as read then: it is locked
+        # now and must still be that row, or nothing is written.
+        current = store.for_update(user.uuid)
+        if current is None:
+            raise NotFound()
+        if (current.email, current.password_hash, current.disabled) != (user.email, user.password_hash, user.disabled):
+            raise StateConflict("The account's email, password or status changed while this request was"
+                                " handled: read it again and retry.")
+        record = store.update(user.id, **changes)
+        if new_email:
+            storage.outbox.put(purpose=letters.VERIFY, email=record.email, user_uuid=record.uuid)
+        revoked = storage.sessions.revoke_all(user.uuid, keep=session_uuid if own else None) \
+            if end_logins else 0
+        record_update(context, user, record, changes, password is not None, revoked, via=via)
+    if new_email:
+        context.mail_sender.wake()
+    return record
+
+
+def record_update(context, before, after, changes: dict, password_changed: bool, sessions_ended: int,
+                  via: str | None = None) -> None:
+    """The events of one update: ``user.updated`` naming the fields that changed,
+    then ``password.changed``, ``user.disabled``/``user.enabled`` where they apply;
+    with ``via`` (``"scim"``) in each one's details."""
+    record = context.audit.record
+    extra = {"via": via} if via else {}
+    changed = sorted(name for name in changes if name != "password_hash"
+                     and getattr(before, name, None) != getattr(after, name, None))
+    if password_changed:
+        changed = sorted({*changed, "password"})
+    details = {"changed": changed}
+    if "email" in changed:
+        details.update(email=after.email, previous_email=before.email)
+    if sessions_ended:
+        details["sessions_ended"] = sessions_ended
+    record(audit.USER_UPDATED, target_type="user", target_uuid=after.uuid, details={**details, **extra},
+           record=after)
+    if password_changed:
+        record(audit.PASSWORD_CHANGED, target_type="user", target_uuid=after.uuid, details=extra or None,
+               record=after)
+    if after.disabled != before.disabled:
+        record(audit.USER_DISABLED if after.disabled else audit.USER_ENABLED, target_type="user",
+               target_uuid=after.uuid, details={"email": after.email, **extra}, record=after)
+
+
+def user_deleted(user) -> dict:
+    """What ``user.deleted`` tells."""
+    return {"email": user.email, "name": user.name}
 
 
 def routes(context) -> list[Route]:

@@ -34,7 +34,7 @@ REQUEST_DOMS = ("*", "self")
 #: What Locky's own routes ask for (``context.require``), besides ``assign:<role>``:
 #: always part of a diff's universe, so that a change of a wildcard line is reported
 #: on the concrete requests the service makes.
-LOCKY_RESOURCES = ("users", "groups", "members", "roles", "authz", "sessions", "keys", "tokens")
+LOCKY_RESOURCES = ("users", "groups", "members", "roles", "authz", "sessions", "keys", "tokens", "scim")
 LOCKY_ACTIONS = ("read", "create", "update", "delete", "write", "disable", "rotate", "introspect")
 CASE_FIELDS = ("expect", "subject", "scope", "resource", "action")
 EXPECTS = ("allow", "deny")

@@ -1,0 +1,85 @@
+"""Locky's steps in ``scim2-server``'s protocol (:class:`~scim2_server.service.ScimService`).
+
+- Authorization: every operation on ``/Users`` and ``/Groups`` asks Locky's authorizer,
+  as ``/v1`` does (``context.require``): policy resource ``scim``, action ``read``
+  (GET, searches) or ``write`` (POST, PUT, PATCH, DELETE). Admins hold it
+  (``p, admin, *, *, *``); a machine client (subject ``client:<client_id>``) holds it
+  through the built-in role ``provisioner`` (``locky grant-role client:ID provisioner``).
+  The discovery endpoints need no credentials (RFC 7644 section 4: they describe the
+  service, nothing of its data).
+- Bodies: ``scim2-server`` reads JSON (``application/scim+json`` or
+  ``application/json``) into the models with SCIM errors (``invalidSyntax``,
+  ``invalidValue``), which Locky's field-map reader (:func:`locky.http.media.read_json`,
+  JSON only) cannot give; the size limit is Locky's (``LOCKY_MAX_BODY_BYTES``: 413),
+  and text no database stores (NUL, unpaired surrogates) is refused here, as
+  :data:`locky.http.media.UNSTORABLE` refuses it on ``/v1``.
+- PATCH answers 200 with the resource (RFC 7644 lets it answer 204; Locky's contract
+  asks for the resource).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from scim2_models import ForbiddenException, InvalidValueException
+from scim2_server.routing import Operation
+from scim2_server.service import ScimService
+
+from locky.http.media import UNSTORABLE, UNSTORABLE_TEXT
+
+READS = frozenset({Operation.query, Operation.search, Operation.search_with_body})
+
+
+def _unstorable(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if UNSTORABLE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+class LockyScimService(ScimService):
+    """The protocol with Locky's authorization, body checks and PATCH answer."""
+
+    def __init__(self, provider, context):
+        super().__init__(provider)
+        self.context = context
+
+    def authorize(self, request, target, resource_type) -> None:
+        action = "read" if target.operation in READS else "write"
+        if not self.context.allowed(request.subject, "scim", action):
+            raise ForbiddenException(detail=f"The policy does not allow scim {action} to this caller.")
+
+    def _check_text(self, body: bytes) -> None:
+        try:
+            data = json.loads(body) if body else None
+        except (ValueError, RecursionError):
+            return  # the library answers invalidSyntax
+        if _unstorable(data):
+            raise InvalidValueException(detail=UNSTORABLE_TEXT)
+
+    def read_body(self, model, body, content_type, scim_ctx):
+        self._check_text(body)
+        return super().read_body(model, body, content_type, scim_ctx)
+
+    def decode_body(self, body, content_type):
+        self._check_text(body)
+        return super().decode_body(body, content_type)
+
+    def patch_response(self, base_url, resource, response_parameters):
+        return self.resource_response(self.publish(base_url, resource), _replacement_context(),
+                                      response_parameters)
+
+
+def _replacement_context():
+    from scim2_models import Context
+
+    return Context.RESOURCE_REPLACEMENT_RESPONSE

@@ -1,0 +1,112 @@
+"""Locky's stores as the storage of ``scim2-server``'s handler
+(:class:`~scim2_server.storage.ScimStorage`).
+
+The handler reads a resource (:meth:`get`), applies a PUT or a PATCH to it with the
+library's rules (mutability, paths, ``members[value eq "..."]``), and gives
+:meth:`update` the whole new state: this storage compares it with the record and makes
+the change through :mod:`locky.scim.users` or :mod:`locky.scim.groups`, i.e. through
+``/v1``'s own functions. Locky's errors become SCIM errors here
+(:func:`~locky.scim.errors.scim_errors`).
+
+``expected_version`` (the ETag the handler read, for ``If-Match``) is compared with
+the record as it is when the write starts: a change made meanwhile answers 412.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scim2_models import NotFoundException, PreconditionFailedException, Resource, ResourceType, \
+    ResponseParameters, SearchRequest, NotImplementedException
+from scim2_server.storage import ScimStorage, SearchPage
+
+from . import filters, groups, mapping, users
+from .errors import scim_errors
+
+
+class LockyScimStorage(ScimStorage):
+    """Users and groups of one app; ``identity`` is the caller of the request being
+    served (set per request by :mod:`locky.scim.routes`)."""
+
+    def __init__(self, context, identity):
+        self.context = context
+        self.identity = identity
+
+    # -- reads --------------------------------------------------------------------
+
+    def _user(self, resource_id: str):
+        user = self.context.storage.users.get_by_uuid(resource_id)
+        if user is None:
+            raise NotFoundException(detail=f"No user {resource_id!r}.")
+        return user
+
+    def _group(self, resource_id: str):
+        group = self.context.storage.groups.get_by_uuid(resource_id)
+        if group is None:
+            raise NotFoundException(detail=f"No group {resource_id!r}.")
+        return group
+
+    def get(self, resource_type: ResourceType, resource_id: str, *,
+            response_parameters: ResponseParameters[Any] | None = None) -> Resource[Any]:
+        with scim_errors():
+            if resource_type.name == "User":
+                return mapping.user_resource(self.context, self._user(resource_id))
+            return mapping.group_resource(self.context, self._group(resource_id))
+
+    def search(self, resource_types: list[ResourceType], search_request: SearchRequest[Any], *,
+               position: Any = None) -> SearchPage:
+        if len(resource_types) != 1:
+            raise NotImplementedException(detail="Search one resource type at a time: /Users or /Groups.")
+        with scim_errors():
+            return filters.search(self.context, resource_types[0].name, search_request)
+
+    # -- writes -------------------------------------------------------------------
+
+    @staticmethod
+    def _check_version(current: Resource[Any], expected_version: str | None) -> None:
+        if expected_version is not None and current.meta.version != expected_version:
+            raise PreconditionFailedException(detail="The resource changed since it was read.")
+
+    def create(self, resource_type: ResourceType, resource: Resource[Any]) -> Resource[Any]:
+        with scim_errors():
+            if resource_type.name == "User":
+                user = users.create(self.context, name=resource.display_name or resource.user_name,
+                                    email=resource.user_name, password=resource.password,
+                                    external_id=resource.external_id,
+                                    active=resource.active is not False)
+                return mapping.user_resource(self.context, user)
+            group = groups.create(self.context, name=resource.display_name, external_id=resource.external_id,
+                                  member_uuids=[m.value for m in resource.members or () if m.value])
+            return mapping.group_resource(self.context, group)
+
+    def update(self, resource_type: ResourceType, resource: Resource[Any], *,
+               expected_version: str | None = None) -> Resource[Any]:
+        with scim_errors():
+            if resource_type.name == "User":
+                user = self._user(resource.id)
+                self._check_version(mapping.user_resource(self.context, user, with_groups=False),
+                                    expected_version)
+                user = users.update(self.context, self.identity, user, name=resource.display_name,
+                                    email=resource.user_name, password=resource.password,
+                                    external_id=resource.external_id, active=resource.active)
+                return mapping.user_resource(self.context, user)
+            group = self._group(resource.id)
+            members = mapping.group_members(self.context, group)
+            self._check_version(mapping.group_resource(self.context, group, members), expected_version)
+            group = groups.update(self.context, group, members, name=resource.display_name,
+                                  external_id=resource.external_id,
+                                  member_uuids=[m.value for m in resource.members or () if m.value])
+            return mapping.group_resource(self.context, group)
+
+    def delete(self, resource_type: ResourceType, resource_id: str, *,
+               expected_version: str | None = None) -> None:
+        with scim_errors():
+            if resource_type.name == "User":
+                user = self._user(resource_id)
+                self._check_version(mapping.user_resource(self.context, user, with_groups=False),
+                                    expected_version)
+                users.delete(self.context, user)
+                return
+            group = self._group(resource_id)
+            self._check_version(mapping.group_resource(self.context, group), expected_version)
+            groups.delete(self.context, group)

@@ -1,0 +1,91 @@
+"""SCIM writes of users, through the functions ``/v1`` calls (docs/http/scim.md).
+
+- Create is registration's change (:meth:`locky.accounts.logins.Accounts.register`):
+  the same field rules (``UserRequestSchema``), password rules, the account, its
+  verification letter and ``user.registered`` in one transaction, without the
+  anonymous sign-up limit per client address (the caller is an authenticated
+  provisioning client). A user created without ``password`` gets an unusable random
+  one: they set theirs through the password reset (docs/http/accounts.md).
+  ``active: false`` on creation then disables the account as an admin's update does.
+- Update is ``PUT /v1/private/users/{id}``'s change
+  (:func:`locky.resources.users.update_user`): a new password or email set by the
+  provisioning client ends every login of the user, ``active: false`` ends them too
+  (``user.disabled``), a new email is unverified and gets a verification message.
+  Nobody disables their own account (400).
+- Delete is ``DELETE /v1/private/users/{id}``'s soft delete (``user.deleted``):
+  memberships end and the user's tokens fail.
+
+Every event carries ``details.via = "scim"``; its actor is the caller (the admin or
+the machine client, ``client:<client_id>``) as for any request.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from locky import audit
+from locky.accounts import password_rules
+from locky.errors import Invalid
+from locky.http.media import load
+from locky.mail import letters
+from locky.records import User
+from locky.resources.users import update_user, user_deleted
+from locky.resources.writes import audited
+from locky.schemas import UserRequestSchema, UserUpdateSchema
+
+VIA = "scim"
+#: The length of the unusable password of a user created without one, in URL-safe
+#: characters (256 bits): never told to anyone, so nobody signs in with it.
+RANDOM_PASSWORD_BYTES = 32
+
+
+def create(context, *, name: str, email: str, password: str | None, external_id: str | None,
+           active: bool) -> User:
+    """Register a user as provisioning does; see the module docstring."""
+    given = password is not None
+    data = load(UserRequestSchema(), {"name": name, "email": email,
+                                      "password": password if given else secrets.token_urlsafe(RANDOM_PASSWORD_BYTES)})
+    if given:
+        password_rules.check(data["password"], email=data["email"], name=data["name"])
+    storage = context.storage
+    password_hash = context.password_hasher.hash(data["password"])
+    with storage.atomic():  # the account, the letter proving its address and the event, together
+        user = storage.users.create(name=data["name"], email=data["email"], password_hash=password_hash,
+                                    external_id=external_id or None)
+        storage.outbox.put(purpose=letters.VERIFY, email=user.email, user_uuid=user.uuid)
+        context.audit.record(audit.USER_REGISTERED, target_type="user", target_uuid=user.uuid,
+                             details={"email": user.email, "name": user.name, "via": VIA}, record=user)
+        if not active:
+            user = update_user(context, user, {"disabled": True}, None, own=False, via=VIA)
+    context.mail_sender.wake()
+    return user
+
+
+def update(context, identity, user: User, *, name: str | None, email: str | None, password: str | None,
+           external_id: str | None, active: bool | None) -> User:
+    """Change what differs from ``user``; ``None`` leaves a field as it is, except
+    ``external_id``: ``None`` clears a stored one (a PUT without ``externalId``)."""
+    changes: dict = {}
+    if name is not None and name != user.name:
+        changes["name"] = name
+    if email is not None and email.strip().lower() != user.email:
+        changes["email"] = email
+    if changes or password is not None:
+        loaded = load(UserUpdateSchema(), {**changes, **({"password": password} if password is not None else {})})
+        password = loaded.pop("password", None)
+        changes = loaded
+    if active is not None and active == user.disabled:
+        if not active and identity.user.uuid == user.uuid:
+            raise Invalid.one("active", "You cannot disable your own account.")
+        changes["disabled"] = not active
+    if (external_id or None) != getattr(user, "external_id", None):
+        changes["external_id"] = external_id or ""
+    if not changes and password is None:
+        return user
+    return update_user(context, user, changes, password, own=identity.user.uuid == user.uuid,
+                       session_uuid=identity.session_uuid, via=VIA)
+
+
+def delete(context, user: User) -> User:
+    return audited(context, audit.USER_DELETED, "user", lambda: context.storage.users.delete(user.id),
+                   lambda u: {**user_deleted(u), "via": VIA})
