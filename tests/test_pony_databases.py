@@ -196,10 +196,21 @@ def undo_openid_provider_steps(url: str) -> None:
         raw(url, f"ALTER TABLE locky_sessions DROP COLUMN {column}")
 
 
+def undo_passkeys_step(url: str) -> None:
+    """Undo schema step 10 (``v0010_passkeys_and_external_ids``): the passkeys table and
+    the users' and groups' external_id with its index."""
+    raw(url, "DROP TABLE locky_passkeys")
+    for table in ("locky_users", "locky_groups"):
+        index = f"idx_{table}__external_id_del_token_id"
+        raw(url, f"DROP INDEX {index} ON {table}" if engine(url) == "mysql" else f"DROP INDEX {index}")
+        raw(url, f"ALTER TABLE {table} DROP COLUMN external_id")
+
+
 def test_a_database_behind_the_code_migrates_or_names_the_command(database_url):
     app_for(database_url).close()
     raw(database_url, f"UPDATE locky_meta SET number = 1 WHERE {meta_key(database_url)} = 'schema_version'")
     raw(database_url, "DROP TABLE locky_schema_history")  # back to the 1.0.0 schema:
+    undo_passkeys_step(database_url)  # step 10 undone
     undo_throttle_backoff_step(database_url)  # step 3 undone too
     undo_account_lifecycle_step(database_url)  # and step 4
     raw(database_url, "DROP TABLE locky_signing_keys")  # and step 5 (v0005_signing_keys)
