@@ -11,7 +11,8 @@ passkey under a name on their own page, sees it listed and renames it; signs out
 signs in again with the passkey alone, no email typed. Through the OpenID provider's
 sign-in page an authorization-code flow signs in with the passkey, and the ID token's
 ``amr`` says it was a hardware-bound key with its user verified. Removed on the console,
-the passkey signs in nowhere: not on the console, not on the sign-in page. Throughout,
+after the console asked for the password (its sign-in no longer recent), the passkey
+signs in nowhere: not on the console, not on the sign-in page. Throughout,
 the pages break none of their Content-Security-Policy.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` and the ``selenium`` package; without
@@ -107,6 +108,7 @@ def op(tmp_path_factory, rp):
                 "first_party": True}, headers=admin)
             assert status == 201, client
             server.me, server.client, server.admin = me, client, admin
+            server.database_url = env["LOCKY_DATABASE_URL"]
             yield server
 
 
@@ -114,6 +116,16 @@ def token_of(op) -> dict[str, str]:
     status, _, body = op.request("POST", "/v1/public/users/login", {"email": ADA, "password": PASSWORD})
     assert status == 200, body
     return {"Authorization": f"Bearer {body['access_token']}"}
+
+
+def age_logins(op, minutes: int = 6) -> None:
+    """Make every login of the user ``minutes`` old: no longer a recent authentication."""
+    from datetime import datetime, timedelta, timezone
+
+    from locky.testing.databases import run_sql
+
+    then = (datetime.now(timezone.utc) - timedelta(minutes=minutes)).strftime("%Y-%m-%d %H:%M:%S.%f")
+    run_sql(op.database_url, "UPDATE locky_sessions SET created_at = %s WHERE user_uuid = %s", then, op.me["uuid"])
 
 
 def audit(op, event: str) -> list[dict]:
@@ -332,12 +344,20 @@ def test_the_sign_in_page_signs_in_with_the_passkey_and_the_id_token_says_so(bro
 
 
 def test_a_removed_passkey_signs_in_nowhere(browser, op, rp):
-    # The console's session is the passkey sign-in of a moment ago: a recent authentication.
     browser.driver.get(f"{browser.base}/console")
     browser.wait(lambda: browser.driver.find_element(By.ID, "who").text == ADA)
     open_my_page(browser, op)
+    # The console's sign-in was minutes ago: removing asks for the password first.
+    age_logins(op)
     browser.press("Remove Work laptop")
     browser.find("button[data-confirm=yes]").click()
+    browser.fill("Your password", "not the password")
+    browser.press("Confirm")
+    browser.wait(lambda: browser.driver.find_element(By.CSS_SELECTOR, "#reauth [role=alert]").text)
+    assert [row[0] for row in passkey_rows(browser)] == ["Work laptop"]
+    browser.shot("reauth")
+    browser.fill("Your password", PASSWORD)
+    browser.press("Confirm")
     browser.wait_text("Work laptop is removed.")
     wait_rows(browser, lambda rows: rows == [])
     assert [e["details"]["name"] for e in audit(op, "passkey.removed")] == ["Work laptop"]
