@@ -247,9 +247,11 @@ def test_lists_and_counts_declare_their_query_parameters(doc):
 
 def test_request_bodies_and_400s_are_documented(doc):
     for path, method, operation in operations(doc):
-        # Logging out, starting a TOTP setup, rotating the keys and replaying a delivery
-        # take no body (nor does a client's new secret): the caller and the path are all they need.
+        # Logging out, starting a TOTP setup or a passkey's registration, rotating the keys and
+        # replaying a delivery take no body (nor does a client's new secret): the caller and the
+        # path are all they need.
         if method in ("post", "put") and path not in ("/private/users/logout", "/private/users/me/mfa/totp",
+                                                       "/private/users/me/passkeys/options",
                                                        "/private/keys/rotate",
                                                        "/private/webhooks/{id}/deliveries/{delivery_id}/replay",
                                                        "/private/oauth/clients/{id}/secret"):

@@ -154,8 +154,8 @@ class Passkeys:
             verified = webauthn.verify_registration_response(
                 credential=parsed, expected_challenge=challenge, expected_rp_id=self.settings.webauthn_rp,
                 expected_origin=self._origins(client_data.origin), supported_pub_key_algs=ALGORITHMS)
-        except WebAuthnException as exc:
-            raise Invalid.one("credential", f"{NOT_VERIFIED}: {exc}") from None
+        except Exception as exc:  # the library does no I/O: whatever it raises, the answer is at fault
+            raise _unverified(exc) from None
         storage = self.context.storage
         with storage.atomic():  # the cap, the passkey and its event, together
             count = len(storage.passkeys.of_user(user.uuid))
@@ -264,8 +264,8 @@ class Passkeys:
                 expected_rp_id=self.settings.webauthn_rp, expected_origin=self._origins(assertion.origin),
                 credential_public_key=_bytes(passkey.public_key),
                 credential_current_sign_count=0)  # the counter is storage's to decide (use)
-        except WebAuthnException as exc:
-            raise Invalid.one("credential", f"{NOT_VERIFIED}: {exc}") from None
+        except Exception as exc:  # the library does no I/O: whatever it raises, the answer is at fault
+            raise _unverified(exc) from None
         return Verified(verified.user_verified, verified.new_sign_count)
 
     def use(self, assertion: Assertion, verified: Verified) -> Passkey | None:
@@ -331,6 +331,14 @@ def _full() -> str:
 def _unreadable(exc: Exception) -> Invalid:
     reason = str(exc) if isinstance(exc, WebAuthnException) else "not a WebAuthn credential in its JSON form"
     return Invalid.one("credential", f"{NOT_VERIFIED}: {reason}.".replace("..", "."))
+
+
+def _unverified(exc: Exception) -> Invalid:
+    """The 400 of an answer the library refused: its reason when it gave one (about the
+    answer itself, never a secret), else a general one."""
+    if isinstance(exc, WebAuthnException):
+        return Invalid.one("credential", f"{NOT_VERIFIED}: {exc}")
+    return Invalid.one("credential", f"{NOT_VERIFIED}: it is malformed.")
 
 
 def _text(data: bytes) -> str:
