@@ -10,10 +10,14 @@ wrote. Mutabilities are Locky's:
   ``uniqueness``); it must be a valid address (400 ``invalidValue`` otherwise).
 - ``displayName`` is the user's name and is the attribute a client writes;
   ``name.formatted`` shows the same name and is ``readOnly`` (two writable copies of
-  one stored value could not both keep what a client wrote). A user created without
-  ``displayName`` is named after its ``userName``.
+  one stored value could not both keep what a client wrote). Locky's users always
+  have a name, so it is ``required``: a creation without it names the user after
+  its ``userName`` (:mod:`locky.scim.service`); a PUT without it is a 400.
 - ``emails`` is ``readOnly``: the one address, ``userName``, as the primary email.
-- ``active`` is ``not disabled``; ``password`` is ``writeOnly`` (never returned).
+- ``active`` is ``not disabled``, and ``required`` since every account is one or the
+  other: a creation or a PUT without it means ``true`` (an account is active unless
+  said otherwise; :mod:`locky.scim.service`), and a PATCH cannot remove it.
+- ``password`` is ``writeOnly`` (never returned).
 - ``groups`` on a user is ``readOnly``: the groups the user is a member of.
 - A Group's ``members`` hold users only (``type`` ``User``); ``display`` is not kept.
 
@@ -36,7 +40,7 @@ GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
 MAX_RESULTS = 200
 DOCUMENTATION = "https://github.com/locky/locky/blob/main/docs/http/scim.md"
 
-#: attribute name → (mutability, {sub-attribute: mutability} or None: keep none, "all": keep as is)
+#: attribute name → (mutability, {sub-attribute: mutability} or None: keep them all)
 USER_ATTRIBUTES: dict[str, tuple[str, Any]] = {
     "userName": ("readWrite", None),
     "name": ("readOnly", {"formatted": "readOnly"}),
@@ -46,6 +50,8 @@ USER_ATTRIBUTES: dict[str, tuple[str, Any]] = {
     "emails": ("readOnly", {"value": "readOnly", "primary": "readOnly"}),
     "groups": ("readOnly", {"value": "readOnly", "$ref": "readOnly", "display": "readOnly"}),
 }
+#: Attributes RFC 7643 leaves optional that every Locky user has (see the module docstring).
+REQUIRED = frozenset({"displayName", "active"})
 GROUP_ATTRIBUTES: dict[str, tuple[str, Any]] = {
     "displayName": ("readWrite", None),
     "members": ("readWrite", {"value": "immutable", "$ref": "immutable", "type": "immutable"}),
@@ -62,6 +68,8 @@ def _cut(schema: dict, keep: dict[str, tuple[str, Any]]) -> dict:
             continue
         mutability, subs = keep[attribute["name"]]
         attribute["mutability"] = mutability
+        if attribute["name"] in REQUIRED:
+            attribute["required"] = True
         if subs is not None:
             kept = []
             for sub in attribute.get("subAttributes", []):

@@ -13,7 +13,8 @@ the records to evaluate it on:
   the search answers 400 ``tooMany`` (RFC 7644 section 3.12) rather than read the
   whole table on one request; a narrower filter gets an answer.
 
-The matches are sorted (``sortBy``/``sortOrder``, else by id: the records' order) and
+A search at the root (``GET /scim/v2?filter=...``, ``POST /scim/v2/.search``) covers
+users then groups, each read as above. The matches are sorted (``sortBy``/``sortOrder``, else by id: the records' order) and
 paged by ``startIndex``/``count``; ``totalResults`` counts every match.
 """
 
@@ -68,11 +69,14 @@ def _records(context, kind: str, scim_filter) -> list:
     return records
 
 
-def search(context, kind: str, search_request: SearchRequest[Any]) -> SearchPage:
-    """One page of the ``kind`` (``User`` or ``Group``) resources the request selects."""
+def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> SearchPage:
+    """One page of the resources of ``kinds`` (``User``, ``Group``: one of them, or both
+    for a search at the root, RFC 7644 section 3.4.2.1) the request selects."""
     scim_filter = search_request.filter
-    resources = [mapping.user_resource(context, r) if kind == "User" else mapping.group_resource(context, r)
-                 for r in _records(context, kind, scim_filter)]
+    resources = []
+    for kind in kinds:
+        resources += [mapping.user_resource(context, r) if kind == "User" else mapping.group_resource(context, r)
+                      for r in _records(context, kind, scim_filter)]
     if scim_filter is not None and not scim_filter.models and resources:
         models = tuple(dict.fromkeys(type(r) for r in resources))
         scim_filter = parametrize(ScimFilter, Union[models])(str(scim_filter))  # noqa: UP007

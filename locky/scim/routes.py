@@ -96,6 +96,11 @@ class Collection(ScimEndpoint):
         self.serve(req, resp)
 
 
+class Root(ScimEndpoint):
+    def on_get(self, req, resp, **params):
+        self.serve(req, resp)
+
+
 class Item(ScimEndpoint):
     def on_get(self, req, resp, **params):
         self.serve(req, resp)
@@ -135,6 +140,12 @@ def locky_routes(context):
         Route(f"{PREFIX}/Schemas", discovery, (_public("SCIM schemas"),), in_spec=False),
         Route(f"{PREFIX}/Schemas/{{resource_id}}", Discovery(context), (_public("One SCIM schema"),),
               in_spec=False),
+    ]
+    routes += [
+        Route(PREFIX, Root(context), (_op("get", "Search users and groups together"),), in_spec=False),
+        Route(f"{PREFIX}/.search", Search(context), (
+            _op("post", "Search users and groups together with a SearchRequest body"),
+        ), in_spec=False),
     ]
     for endpoint, kind in (("Users", "user"), ("Groups", "group")):
         routes += [

@@ -13,6 +13,10 @@
   JSON only) cannot give; the size limit is Locky's (``LOCKY_MAX_BODY_BYTES``: 413),
   and text no database stores (NUL, unpaired surrogates) is refused here, as
   :data:`locky.http.media.UNSTORABLE` refuses it on ``/v1``.
+- Defaults of a User body (:mod:`locky.scim.discovery` declares ``displayName`` and
+  ``active`` required, as every Locky account has both): a creation without
+  ``displayName`` is named after its ``userName``; a creation or PUT without ``active``
+  is active.
 - PATCH answers 200 with the resource (RFC 7644 lets it answer 204; Locky's contract
   asks for the resource).
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from scim2_models import ForbiddenException, InvalidValueException
+from scim2_models import Context, ForbiddenException, InvalidValueException
 from scim2_server.routing import Operation
 from scim2_server.service import ScimService
 
@@ -68,6 +72,9 @@ class LockyScimService(ScimService):
 
     def read_body(self, model, body, content_type, scim_ctx):
         self._check_text(body)
+        if scim_ctx in (Context.RESOURCE_CREATION_REQUEST, Context.RESOURCE_REPLACEMENT_REQUEST) \
+                and getattr(model, "__name__", "") == "User":
+            body = _user_defaults(body, creation=scim_ctx == Context.RESOURCE_CREATION_REQUEST)
         return super().read_body(model, body, content_type, scim_ctx)
 
     def decode_body(self, body, content_type):
@@ -75,11 +82,25 @@ class LockyScimService(ScimService):
         return super().decode_body(body, content_type)
 
     def patch_response(self, base_url, resource, response_parameters):
-        return self.resource_response(self.publish(base_url, resource), _replacement_context(),
+        return self.resource_response(self.publish(base_url, resource), Context.RESOURCE_REPLACEMENT_RESPONSE,
                                       response_parameters)
 
 
-def _replacement_context():
-    from scim2_models import Context
-
-    return Context.RESOURCE_REPLACEMENT_RESPONSE
+def _user_defaults(body: bytes, *, creation: bool) -> bytes:
+    """A User body with ``active`` true when it has none, and on creation
+    ``displayName`` = ``userName`` when it has none (attribute names are
+    case-insensitive). A body that is no JSON object is left to the library's errors."""
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return body
+    if not isinstance(data, dict):
+        return body
+    names = {key.lower() for key in data if isinstance(key, str)}
+    if "active" not in names:
+        data["active"] = True
+    if creation and "displayname" not in names:
+        user_name = next((v for k, v in data.items() if isinstance(k, str) and k.lower() == "username"), None)
+        if isinstance(user_name, str):
+            data["displayName"] = user_name
+    return json.dumps(data).encode()

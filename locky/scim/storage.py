@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from scim2_models import NotFoundException, PreconditionFailedException, Resource, ResourceType, \
-    ResponseParameters, SearchRequest, NotImplementedException
+    ResponseParameters, SearchRequest
 from scim2_server.storage import ScimStorage, SearchPage
 
 from . import filters, groups, mapping, users
@@ -55,10 +55,8 @@ class LockyScimStorage(ScimStorage):
 
     def search(self, resource_types: list[ResourceType], search_request: SearchRequest[Any], *,
                position: Any = None) -> SearchPage:
-        if len(resource_types) != 1:
-            raise NotImplementedException(detail="Search one resource type at a time: /Users or /Groups.")
         with scim_errors():
-            return filters.search(self.context, resource_types[0].name, search_request)
+            return filters.search(self.context, [t.name for t in resource_types], search_request)
 
     # -- writes -------------------------------------------------------------------
 
