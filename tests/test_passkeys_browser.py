@@ -343,6 +343,19 @@ def test_the_sign_in_page_signs_in_with_the_passkey_and_the_id_token_says_so(bro
     assert browser.csp_reports() == []
 
 
+def test_without_javascript_the_sign_in_page_is_the_password_form_alone(browser, op, rp):
+    browser.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    browser.driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        browser.driver.get(Authorization(op, rp).url)
+        browser.wait(lambda: browser.driver.find_element(By.TAG_NAME, "h1").text == "Sign in")
+        assert not browser.driver.find_element(By.ID, "passkey-form").is_displayed()
+        assert browser.field("Email").is_displayed() and browser.field("Password").is_displayed()
+        assert "passkey" not in browser.text().lower()
+    finally:
+        browser.driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+
+
 def test_a_removed_passkey_signs_in_nowhere(browser, op, rp):
     browser.driver.get(f"{browser.base}/console")
     browser.wait(lambda: browser.driver.find_element(By.ID, "who").text == ADA)

@@ -18,6 +18,9 @@ if (form && supported()) {
     error.hidden = !message;
   };
   form.hidden = false;
+  // Back to this page from the next one (the browser's page cache): an answer already
+  // posted is spent, so the next press asks the authenticator again.
+  window.addEventListener("pageshow", () => { credential.value = ""; });
   form.addEventListener("submit", async (event) => {
     if (credential.value) return; // the answer is in: post it
     event.preventDefault();
