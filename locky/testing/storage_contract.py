@@ -2704,7 +2704,8 @@ class StorageContract:
                 made.aaguid, made.backed_up, made.last_used_at) == (
             ada.uuid, self.CREDENTIAL, self.COSE_KEY, 7, "MacBook Touch ID", ("internal", "hybrid"), self.AAGUID,
             True, None)
-        assert before - timedelta(seconds=2) <= utc(made.created_at) <= datetime.now(timezone.utc) + timedelta(seconds=2)
+        assert before - timedelta(seconds=2) <= utc(made.created_at) <= datetime.now(timezone.utc) + timedelta(
+            seconds=2)
         assert self.record_fields(storage.passkeys.get_by_credential_id(self.CREDENTIAL)) == self.record_fields(made)
         assert [self.record_fields(p) for p in storage.passkeys.of_user(ada.uuid)] == [self.record_fields(made)]
         # The longest credential id WebAuthn allows (1023 bytes), a long key, no transports,
@@ -2833,7 +2834,8 @@ class StorageContract:
         assert self.record_fields(storage.passkeys.get_by_credential_id(self.CREDENTIAL)) == self.record_fields(renamed)
         removed = storage.passkeys.remove(ada.uuid, made.id)
         assert self.record_fields(removed) == self.record_fields(renamed)
-        assert storage.passkeys.of_user(ada.uuid) == [] and storage.passkeys.get_by_credential_id(self.CREDENTIAL) is None
+        assert storage.passkeys.of_user(ada.uuid) == []
+        assert storage.passkeys.get_by_credential_id(self.CREDENTIAL) is None
         assert storage.passkeys.remove(ada.uuid, made.id) is None
         assert storage.passkeys.use(made.id, sign_count=50, now=utcnow()) is None
         assert [p.id for p in storage.passkeys.of_user(bob.uuid)] == [bobs.id]  # bob's stays
