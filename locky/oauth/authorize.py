@@ -197,7 +197,7 @@ class Authorize:
         form, oreq, grant, _ = posted
         try:
             credential = json.loads(form.get("credential") or "null")
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             credential = None
         if not isinstance(credential, dict):
             return self._signin_page(req, resp, oreq, grant, status=400, error=MISSING_PASSKEY)
@@ -334,8 +334,7 @@ def routes(context) -> list:
         Route("/oauth/authorize/login", resource, (
             Operation("post", "Sign-in page: email and password", tag, public=True),), suffix="login", in_spec=False),
         Route("/oauth/authorize/passkey", resource, (
-            Operation("post", "Sign-in page: a passkey's answer", tag, public=True),), suffix="passkey",
-              in_spec=False),
+            Operation("post", "Sign-in page: a passkey's answer", tag, public=True),), suffix="passkey", in_spec=False),
         Route("/oauth/authorize/code", resource, (
             Operation("post", "Sign-in page: TOTP or recovery code", tag, public=True),), suffix="code", in_spec=False),
         Route("/oauth/authorize/consent", resource, (

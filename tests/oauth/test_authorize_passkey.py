@@ -107,7 +107,8 @@ def test_a_passkey_without_user_verification_on_a_totp_account_asks_for_the_code
     assert OP_COOKIE not in browser.cookies
 
 
-@pytest.mark.parametrize("credential", ["", "not json", "[]", '"a string"', "null"])
+@pytest.mark.parametrize("credential", ["", "not json", "[]", '"a string"', "null", "[" * 15_000],
+                         ids=["empty", "text", "list", "string", "null", "deep"])
 def test_a_missing_or_unreadable_answer_is_the_sign_in_page_with_400(browser, client, credential):
     page = browser.authorize(authorize_params(client))
     assert_signin_page(post_passkey(browser, page, credential), 400, "did not arrive")
