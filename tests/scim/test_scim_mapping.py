@@ -87,6 +87,15 @@ def test_a_user_without_display_name_is_named_after_the_address(scim):
     assert body["displayName"] == "linus@example.com" and body["name"]["formatted"] == "linus@example.com"
 
 
+def test_a_put_without_display_name_is_400(scim):
+    """displayName is ``required`` in Locky's User schema (every user has a name): a POST
+    without it names the user after the address, a PUT without it is refused."""
+    user = scim.user("nameless@example.com", "Nameless")
+    result = scim.put(f"/Users/{user['id']}", {"schemas": [USER], "userName": "nameless@example.com"})
+    assert_scim_error(result, 400, "invalidValue")
+    assert scim.get(f"/Users/{user['id']}").json["displayName"] == "Nameless"
+
+
 def test_username_must_be_an_address(scim):
     result = scim.post("/Users", {"schemas": [USER], "userName": "not an address", "password": PASSWORD})
     assert_scim_error(result, 400, "invalidValue")
@@ -110,7 +119,8 @@ def test_changing_username_to_a_taken_one_is_409(scim):
     mary = scim.user("mary@example.com")
     result = scim.patch(f"/Users/{mary['id']}", replace("userName", "Dorothy@Example.com"))
     assert_scim_error(result, 409, "uniqueness")
-    put = scim.put(f"/Users/{mary['id']}", {"schemas": [USER], "userName": "dorothy@example.com"})
+    put = scim.put(f"/Users/{mary['id']}", {"schemas": [USER], "userName": "dorothy@example.com",
+                                            "displayName": "Mary"})
     assert_scim_error(put, 409, "uniqueness")
     assert scim.get(f"/Users/{mary['id']}").json["userName"] == "mary@example.com"
 
@@ -189,7 +199,7 @@ def test_password_is_write_only(scim, locky_client):
                scim.get(f"/Users/{user['id']}", attributes="password"),
                scim.patch(f"/Users/{user['id']}", replace("password", "Another horse battery 8")),
                scim.put(f"/Users/{user['id']}", {"schemas": [USER], "userName": "john@example.com",
-                                                  "password": "Third horse battery 9"})]
+                                                  "displayName": "John", "password": "Third horse battery 9"})]
     for answer in answers:
         assert answer.status_code == 200, answer.text
         assert "password" not in answer.text.lower().replace('"schemas"', ""), answer.text
