@@ -145,10 +145,11 @@ class Authorize:
         pages.page_headers(resp)
 
     def _signin_page(self, req, resp, oreq: OAuthRequest, grant, *, status: int = 200, email: str = "",
-                     error: str | None = None, headers: dict[str, str] | None = None) -> None:
+                     error: str | None = None, headers: dict[str, str] | None = None,
+                     fields_at_fault: bool = True) -> None:
         pages.signin(resp, status=status, client_name=grant.client.record.name, request=pages.carried(_params(oreq)),
                      csrf_token=self.browser.csrf_token(req, resp), email=email, error=error,
-                     redirect_uri=grant.redirect_uri, headers=headers)
+                     redirect_uri=grant.redirect_uri, headers=headers, fields_at_fault=fields_at_fault)
 
     # -- the forms' posts ------------------------------------------------------------------
 
@@ -200,13 +201,14 @@ class Authorize:
         except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             credential = None
         if not isinstance(credential, dict):
-            return self._signin_page(req, resp, oreq, grant, status=400, error=MISSING_PASSKEY)
+            return self._signin_page(req, resp, oreq, grant, status=400, error=MISSING_PASSKEY, fields_at_fault=False)
         page = PageSignIn(grant.client.record.client_id, self.browser.cookie_session_uuid(req))
         try:
             result = self.accounts.sign_in_with_passkey(credential, req.context.client_address, page=page)
         except LockyError as exc:
             status, message, headers = _refusal(exc)
-            return self._signin_page(req, resp, oreq, grant, status=status, error=message, headers=headers)
+            return self._signin_page(req, resp, oreq, grant, status=status, error=message, headers=headers,
+                                     fields_at_fault=False)
         self._first_factor_done(req, resp, oreq, grant, result)
 
     def _first_factor_done(self, req, resp, oreq: OAuthRequest, grant, result: dict) -> None:

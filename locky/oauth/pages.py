@@ -5,10 +5,11 @@ HTML-escaped. They need no JavaScript and take their look from the console's CSS
 Every page goes out with the same strict headers: styles and images only from Locky, no
 framing, no caching, no referrer, and no script at all except on the sign-in page,
 which runs one file of Locky's own (``/console/signin-passkey.js``: "Sign in with a
-passkey", CONTRACT §16) and may call Locky alone; without it that page works as before. Forms may post only to Locky, and
-to the origin of the verified redirect URI the flow ends at: Chrome and Safari apply
-``form-action`` to the redirect that answers a form's post too, so ``'self'`` alone
-would stop the sign-in's last step (the redirect to the client).
+passkey", CONTRACT §16) and may call Locky alone; without it that page works as before.
+Forms may post only to Locky, and to the origin of the verified redirect URI the flow
+ends at: Chrome and Safari apply ``form-action`` to the redirect that answers a form's
+post too, so ``'self'`` alone would stop the sign-in's last step (the redirect to the
+client).
 """
 
 from __future__ import annotations
@@ -105,8 +106,11 @@ def carried(params) -> str:
 
 
 def signin(resp, *, status: int = 200, client_name: str, request: str, csrf_token: str, email: str = "",
-           error: str | None = None, redirect_uri: str | None = None, headers: dict[str, str] | None = None) -> None:
-    described = Markup(f' aria-describedby="{ERROR_ID}" aria-invalid="true"' if error else "")
+           error: str | None = None, redirect_uri: str | None = None, headers: dict[str, str] | None = None,
+           fields_at_fault: bool = True) -> None:
+    """The sign-in page; ``fields_at_fault``: ``error`` is about the email and password
+    (marked invalid for screen readers), not about a passkey's answer."""
+    described = Markup(f' aria-describedby="{ERROR_ID}" aria-invalid="true"' if error and fields_at_fault else "")
     body = render("signin.html", client_name=client_name, request=request, csrf_token=csrf_token, email=email,
                   error=_error(error), described=described,
                   autofocus_email=Markup("" if email else " autofocus"),

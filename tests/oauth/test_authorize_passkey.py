@@ -61,12 +61,15 @@ def assert_signin_page(result, status: int, words: str) -> None:
     assert result.status_code == status, (result.status, result.text[:600])
     assert result.headers["content-type"].startswith("text/html") and "location" not in result.headers
     assert "<h1>Sign in</h1>" in result.text and words in result.text, result.text[:1200]
+    # The refusal is about the passkey, not the (empty) email and password fields.
+    assert 'role="alert" id="form-error"' in result.text and "aria-invalid" not in result.text
 
 
 def test_the_page_offers_the_passkey_form_hidden_until_its_script_shows_it(browser, client):
     page = browser.authorize(authorize_params(client))
     assert page.status_code == 200
-    assert '<form method="post" action="/oauth/authorize/passkey" id="passkey-form" class="passkey" hidden>' in page.text
+    form = '<form method="post" action="/oauth/authorize/passkey" id="passkey-form" class="passkey" hidden>'
+    assert form in page.text
     assert '<script type="module" src="/console/signin-passkey.js"></script>' in page.text
     csp = page.headers["content-security-policy"]
     assert "script-src 'self'; connect-src 'self';" in csp and "default-src 'none'" in csp
