@@ -190,6 +190,18 @@ def test_a_user_created_inactive_cannot_sign_in(scim, locky_client):
     assert refused.status_code == 403 and refused.json["title"] == "Account disabled", refused.text
 
 
+@pytest.mark.xfail(reason="locky/scim/service.py fills a missing active with true before validating a PUT, so a"
+                          " PUT without active enables a deactivated user again (reported)", strict=False)
+def test_a_put_without_active_does_not_enable_a_deactivated_user(scim, locky_client):
+    """A profile push (PUT) that leaves ``active`` out must not undo a deprovisioning: it
+    is refused as a required attribute missing, or the user stays inactive."""
+    user = scim.user("deprovisioned@example.com", "Gone", password=PASSWORD, active=False)
+    result = scim.put(f"/Users/{user['id']}", {"schemas": [USER], "userName": "deprovisioned@example.com",
+                                               "displayName": "Gone Still"})
+    assert result.status_code == 400 or result.json["active"] is False, result.text
+    assert login(locky_client, "deprovisioned@example.com").status_code == 403
+
+
 # -- password ------------------------------------------------------------------------------
 
 
@@ -439,6 +451,17 @@ def test_search_with_a_body(scim, people):
     assert result.status_code == 200, result.text
     assert result.json["schemas"] == [LIST] and result.json["totalResults"] == 4  # ada, adele, admin, alan
     assert all(set(r) <= {"id", "schemas", "userName", "meta"} for r in result.json["Resources"]), result.json
+
+
+def test_a_search_at_the_root_covers_users_and_groups(scim, people):
+    scim.group("Adagio")
+    found = scim.search("", filter='userName sw "ad" or displayName sw "Ad"')
+    kinds = sorted((r["schemas"][0].rsplit(":", 1)[-1], r.get("userName") or r["displayName"])
+                   for r in found["Resources"])
+    assert kinds == [("Group", "Adagio"), ("User", "ada@example.com"), ("User", "adele@example.com"),
+                     ("User", "admin@example.com")], found
+    body = scim.post("/.search", {"schemas": [SEARCH], "filter": 'displayName eq "Adagio"'})
+    assert body.status_code == 200 and body.json["totalResults"] == 1, body.text
 
 
 def test_attributes_and_excluded_attributes(scim, people):
