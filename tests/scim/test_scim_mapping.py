@@ -157,6 +157,50 @@ def test_put_replaces_the_user(scim, locky_client, locky_admin):
     assert v1_user(locky_client, locky_admin, "hedy.lamarr@example.com")["name"] == "Hedy Lamarr"
 
 
+#: A user as Okta's and Entra ID's default attribute mappings send it: name parts, typed
+#: emails, a locale or title, the enterprise extension. Locky keeps none of those extras.
+IDP_USER = {
+    "schemas": [USER, "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
+    "userName": "idp.user@example.com", "externalId": "00u1idp", "active": True, "displayName": "Idp User",
+    "name": {"givenName": "Idp", "familyName": "User", "formatted": "Idp User"},
+    "emails": [{"primary": True, "type": "work", "value": "idp.user@example.com"}],
+    "locale": "en-US", "title": "Engineer", "groups": [],
+    "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": {"department": "Research"},
+}
+UNKNOWN_IGNORED = pytest.mark.xfail(
+    reason="Locky refuses attributes its cut-down schemas do not keep (400 invalidSyntax 'Extra inputs are not"
+           " permitted', 400 invalidPath in PATCH) instead of ignoring them, so identity providers' default"
+           " mappings fail (reported)", strict=False)
+
+
+@UNKNOWN_IGNORED
+def test_a_user_as_identity_providers_send_it_is_created_keeping_what_locky_keeps(scim, locky_client, locky_admin):
+    created = scim.post("/Users", IDP_USER)
+    assert created.status_code == 201, created.text
+    assert created.json["userName"] == "idp.user@example.com" and created.json["displayName"] == "Idp User"
+    assert "title" not in created.json and "locale" not in created.json
+    assert v1_user(locky_client, locky_admin, "idp.user@example.com")["name"] == "Idp User"
+
+
+@UNKNOWN_IGNORED
+def test_patches_of_attributes_locky_does_not_keep_are_ignored(scim):
+    user = scim.user("idp.patch@example.com", "Idp Patch")
+    result = scim.patch(f"/Users/{user['id']}", {"op": "Replace", "path": "name.givenName", "value": "Idp"},
+                        {"op": "Add", "path": "title", "value": "Engineer"},
+                        replace("displayName", "Idp Patched"))
+    assert result.status_code == 200, result.text
+    assert result.json["displayName"] == "Idp Patched"
+
+
+@UNKNOWN_IGNORED
+def test_group_members_with_display_as_identity_providers_send_them(scim):
+    user = scim.user("idp.member@example.com", "Idp Member")
+    result = scim.post("/Groups", {"schemas": [GROUP], "displayName": "Idp Group",
+                                   "members": [{"value": user["id"], "display": "Idp Member"}]})
+    assert result.status_code == 201, result.text
+    assert [m["value"] for m in result.json["members"]] == [user["id"]]
+
+
 # -- active and sign-in --------------------------------------------------------------------
 
 
