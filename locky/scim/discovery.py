@@ -15,10 +15,14 @@ wrote. Mutabilities are Locky's:
   its ``userName`` (:mod:`locky.scim.service`); a PUT without it is a 400.
 - ``emails`` is ``readOnly``: the one address, ``userName``, as the primary email.
 - ``active`` is ``not disabled``, and ``required`` since every account is one or the
-  other: a creation or a PUT without it means ``true`` (an account is active unless
-  said otherwise; :mod:`locky.scim.service`), and a PATCH cannot remove it.
+  other: a creation without it is active (:mod:`locky.scim.service`); a PUT without
+  it is a 400 (it must not enable a deprovisioned account by leaving it out), and a
+  PATCH cannot remove it.
 - ``password`` is ``writeOnly`` (never returned).
 - ``groups`` on a user is ``readOnly``: the groups the user is a member of.
+- A Group's ``displayName`` is its name, unique and compared exactly as Locky compares
+  group names ("Admins" and "admins" are two groups): ``caseExact`` true, so a filter
+  ``displayName eq`` matches the exact name (and storage answers it).
 - A Group's ``members`` hold users only (``type`` ``User``); ``display`` is not kept.
 
 No bulk (``/Bulk`` answers 501). Filtering, sorting and ETags are supported; see
@@ -70,6 +74,8 @@ def _cut(schema: dict, keep: dict[str, tuple[str, Any]]) -> dict:
         attribute["mutability"] = mutability
         if attribute["name"] in REQUIRED:
             attribute["required"] = True
+        if schema["id"] == GROUP_SCHEMA and attribute["name"] == "displayName":
+            attribute["caseExact"] = True
         if subs is not None:
             kept = []
             for sub in attribute.get("subAttributes", []):

@@ -73,10 +73,13 @@ def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> Sea
     """One page of the resources of ``kinds`` (``User``, ``Group``: one of them, or both
     for a search at the root, RFC 7644 section 3.4.2.1) the request selects."""
     scim_filter = search_request.filter
+    # A user's groups cost a read of its memberships: read only for the page, unless
+    # the filter or the order looks at them.
+    groups_needed = "groups" in f"{scim_filter or ''} {search_request.sort_by or ''}".lower()
     resources = []
     for kind in kinds:
-        resources += [mapping.user_resource(context, r) if kind == "User" else mapping.group_resource(context, r)
-                      for r in _records(context, kind, scim_filter)]
+        resources += [mapping.user_resource(context, r, with_groups=groups_needed) if kind == "User"
+                      else mapping.group_resource(context, r) for r in _records(context, kind, scim_filter)]
     if scim_filter is not None and not scim_filter.models and resources:
         models = tuple(dict.fromkeys(type(r) for r in resources))
         scim_filter = parametrize(ScimFilter, Union[models])(str(scim_filter))  # noqa: UP007
@@ -85,4 +88,15 @@ def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> Sea
         found = search_request.sort(found)
     start = search_request.start_index_0 or 0
     stop = None if search_request.count is None else start + search_request.count
-    return SearchPage(len(found), found[start:stop])
+    page = found[start:stop]
+    if not groups_needed:
+        page = [_with_groups(context, r) for r in page]
+    return SearchPage(len(found), page)
+
+
+def _with_groups(context, resource):
+    """A ``User`` read without its groups, with them."""
+    if resource.meta.resource_type != "User":
+        return resource
+    user = context.storage.users.get_by_uuid(resource.id)
+    return mapping.user_resource(context, user) if user is not None else resource

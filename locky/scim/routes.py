@@ -61,7 +61,8 @@ class ScimEndpoint:
     def serve(self, req, resp) -> None:
         query = {key: value if isinstance(value, str) else value[-1] for key, value in req.params.items()}
         try:
-            request = ScimRequest(method=req.method, base_url=self.base_url(req), path=req.path[len(PREFIX):],
+            # HEAD is GET without the body (locky.routes.Router): the library knows GET.
+            request = ScimRequest(method="GET" if req.method == "HEAD" else req.method, base_url=self.base_url(req), path=req.path[len(PREFIX):],
                                   query=query, headers=list(req.headers.items()), body=self._body(req),
                                   subject=req.context.identity)
             handler = ScimHandler(self.service, LockyScimStorage(self.context, req.context.identity))

@@ -15,8 +15,9 @@
   :data:`locky.http.media.UNSTORABLE` refuses it on ``/v1``.
 - Defaults of a User body (:mod:`locky.scim.discovery` declares ``displayName`` and
   ``active`` required, as every Locky account has both): a creation without
-  ``displayName`` is named after its ``userName``; a creation or PUT without ``active``
-  is active.
+  ``displayName`` is named after its ``userName``, and one without ``active`` is
+  active. A PUT must give both (400 otherwise: leaving ``active`` out must not
+  enable a deprovisioned account again).
 - PATCH answers 200 with the resource (RFC 7644 lets it answer 204; Locky's contract
   asks for the resource).
 """
@@ -72,9 +73,8 @@ class LockyScimService(ScimService):
 
     def read_body(self, model, body, content_type, scim_ctx):
         self._check_text(body)
-        if scim_ctx in (Context.RESOURCE_CREATION_REQUEST, Context.RESOURCE_REPLACEMENT_REQUEST) \
-                and getattr(model, "__name__", "") == "User":
-            body = _user_defaults(body, creation=scim_ctx == Context.RESOURCE_CREATION_REQUEST)
+        if scim_ctx == Context.RESOURCE_CREATION_REQUEST and getattr(model, "__name__", "") == "User":
+            body = _user_defaults(body)
         return super().read_body(model, body, content_type, scim_ctx)
 
     def decode_body(self, body, content_type):
@@ -86,10 +86,10 @@ class LockyScimService(ScimService):
                                       response_parameters)
 
 
-def _user_defaults(body: bytes, *, creation: bool) -> bytes:
-    """A User body with ``active`` true when it has none, and on creation
-    ``displayName`` = ``userName`` when it has none (attribute names are
-    case-insensitive). A body that is no JSON object is left to the library's errors."""
+def _user_defaults(body: bytes) -> bytes:
+    """A new User's body with ``active`` true when it has none, and ``displayName`` =
+    ``userName`` when it has none (attribute names are case-insensitive). A body that
+    is no JSON object is left to the library's errors."""
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
@@ -99,7 +99,7 @@ def _user_defaults(body: bytes, *, creation: bool) -> bytes:
     names = {key.lower() for key in data if isinstance(key, str)}
     if "active" not in names:
         data["active"] = True
-    if creation and "displayname" not in names:
+    if "displayname" not in names:
         user_name = next((v for k, v in data.items() if isinstance(k, str) and k.lower() == "username"), None)
         if isinstance(user_name, str):
             data["displayName"] = user_name

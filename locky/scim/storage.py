@@ -103,7 +103,7 @@ class LockyScimStorage(ScimStorage):
                 user = self._user(resource_id)
                 self._check_version(mapping.user_resource(self.context, user, with_groups=False),
                                     expected_version)
-                users.delete(self.context, user)
+                users.delete(self.context, self.identity, user)
                 return
             group = self._group(resource_id)
             self._check_version(mapping.group_resource(self.context, group), expected_version)

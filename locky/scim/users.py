@@ -15,6 +15,11 @@
 - Delete is ``DELETE /v1/private/users/{id}``'s soft delete (``user.deleted``):
   memberships end and the user's tokens fail.
 
+An account that could itself change every user (an admin: the policy allows it
+``users`` × ``update`` anywhere) is changed or deleted through SCIM only by a caller
+who may do the same (403 otherwise): the ``provisioner`` role of a machine client
+is no way to take over an admin's account by setting its password or email.
+
 Every event carries ``details.via = "scim"``; its actor is the caller (the admin or
 the machine client, ``client:<client_id>``) as for any request.
 """
@@ -25,7 +30,7 @@ import secrets
 
 from locky import audit
 from locky.accounts import password_rules
-from locky.errors import Invalid
+from locky.errors import Forbidden, Invalid
 from locky.http.media import load
 from locky.mail import letters
 from locky.records import User
@@ -61,6 +66,14 @@ def create(context, *, name: str, email: str, password: str | None, external_id:
     return user
 
 
+def require_outranked(context, identity, user: User) -> None:
+    """403 unless the caller may change ``user``: anyone may change an account that
+    cannot change others; an admin's only a caller allowed ``users`` × ``update``
+    everywhere (an admin)."""
+    if context.authorizer.is_allowed(user, "users", "update") and not context.allowed(identity, "users", "update"):
+        raise Forbidden("This account may change every user: only an admin changes it.")
+
+
 def update(context, identity, user: User, *, name: str | None, email: str | None, password: str | None,
            external_id: str | None, active: bool | None) -> User:
     """Change what differs from ``user``; ``None`` leaves a field as it is, except
@@ -82,10 +95,12 @@ def update(context, identity, user: User, *, name: str | None, email: str | None
         changes["external_id"] = external_id or ""
     if not changes and password is None:
         return user
+    require_outranked(context, identity, user)
     return update_user(context, user, changes, password, own=identity.user.uuid == user.uuid,
                        session_uuid=identity.session_uuid, via=VIA)
 
 
-def delete(context, user: User) -> User:
+def delete(context, identity, user: User) -> User:
+    require_outranked(context, identity, user)
     return audited(context, audit.USER_DELETED, "user", lambda: context.storage.users.delete(user.id),
                    lambda u: {**user_deleted(u), "via": VIA})

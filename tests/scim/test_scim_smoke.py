@@ -146,3 +146,61 @@ def test_group_with_members_and_member_patch(scim, locky_client, locky_admin):
     members = locky_client.simulate_get("/v1/internal/members", params={"group_uuid": group.json["id"]},
                                         headers=locky_admin.headers).json["members"]
     assert [(m["user_uuid"], m["role"]) for m in members] == [(bob["id"], "member")]
+
+
+def test_a_provisioning_client_cannot_take_over_an_admin(locky_client, locky_admin, provisioner):
+    from scim_helpers import Scim
+
+    client = Scim(locky_client, provisioner.token)
+    made = client.user("carol@example.com", "Carol")
+    assert client.patch(f"/Users/{made['id']}", {"op": "replace", "path": "displayName",
+                                                  "value": "Carol C"}).status_code == 200
+    for attempt in (client.patch(f"/Users/{locky_admin.uuid}", {"op": "replace", "path": "password",
+                                                                 "value": "a thief's new passphrase"}),
+                    client.patch(f"/Users/{locky_admin.uuid}", {"op": "replace", "path": "userName",
+                                                                 "value": "thief@example.com"}),
+                    client.delete(f"/Users/{locky_admin.uuid}")):
+        assert attempt.status_code == 403, attempt.text
+        assert attempt.json["schemas"] == [ERROR]
+    assert locky_client.simulate_get("/v1/internal/users/me", headers=locky_admin.headers).status_code == 200
+    events = locky_client.simulate_get("/v1/internal/audit", params={"event": "user.registered"},
+                                       headers=locky_admin.headers).json["events"]
+    mine = [e for e in events if e["target_uuid"] == made["id"]]
+    assert mine[0]["actor_uuid"] == provisioner.subject and mine[0]["details"]["via"] == "scim"
+
+
+def test_head_etag_and_if_match(scim):
+    created = new_user(scim)
+    head = scim("HEAD", f"/Users/{created['id']}")
+    assert head.status_code == 200 and head.text == ""
+    stale = scim("PATCH", f"/Users/{created['id']}", {"schemas": [PATCH], "Operations": [
+        {"op": "replace", "path": "displayName", "value": "Ada King"}]}, headers={"If-Match": 'W/"stale"'})
+    assert stale.status_code == 412, stale.text
+    fresh = scim("PATCH", f"/Users/{created['id']}", {"schemas": [PATCH], "Operations": [
+        {"op": "replace", "path": "displayName", "value": "Ada King"}]},
+        headers={"If-Match": created["meta"]["version"]})
+    assert fresh.status_code == 200 and fresh.json["displayName"] == "Ada King"
+    assert fresh.json["meta"]["version"] != created["meta"]["version"]
+
+
+def test_a_scan_past_the_cap_is_too_many_but_an_indexed_filter_answers(scim, monkeypatch):
+    from locky.scim import filters
+
+    new_user(scim)
+    new_user(scim, "bob@example.com")
+    monkeypatch.setattr(filters, "SCAN_CAP", 2)  # the admin and the two users: three
+    too_many = scim("GET", "/Users", filter='displayName co "a"')
+    assert too_many.status_code == 400 and too_many.json["scimType"] == "tooMany", too_many.text
+    found = scim("GET", "/Users", filter='userName eq "bob@example.com"')
+    assert found.status_code == 200 and found.json["totalResults"] == 1
+
+
+def test_group_names_compare_exactly_as_locky_compares_them(scim):
+    schema = scim("GET", f"/Schemas/{GROUP}").json
+    assert {a["name"]: a["caseExact"] for a in schema["attributes"]}["displayName"] is True
+    for name in ("Research", "research"):
+        assert scim("POST", "/Groups", {"schemas": [GROUP], "displayName": name}).status_code == 201
+    exact = scim("GET", "/Groups", filter='displayName eq "Research"').json
+    assert [g["displayName"] for g in exact["Resources"]] == ["Research"]
+    scanned = scim("GET", "/Groups", filter='displayName sw "R"').json
+    assert [g["displayName"] for g in scanned["Resources"]] == ["Research"]
