@@ -462,3 +462,18 @@ def _accounts(client):
     from locky.accounts.logins import Accounts
 
     return Accounts(client.app.context)
+
+
+def test_an_unverified_account_is_refused_when_verification_is_required(locky_app_factory):
+    from locky.testing import LockyClient
+
+    client = LockyClient(locky_app_factory(require_verified_email=True))
+    bob = client.account("bob@example.com", verified=True)
+    authenticator = Authenticator()
+    registered(client, bob, authenticator)
+    # Bob changes his email: unverified again, so his passkey no longer signs him in.
+    changed = client.simulate_put(f"/v1/private/users/{bob.id}", headers=bob.headers,
+                                  json={"email": "bob.new@example.com", "current_password": PASSWORD})
+    assert changed.status_code == 200 and changed.json["email_verified"] is False, changed.text
+    result = sign_in(client, authenticator)
+    assert result.status_code == 403 and result.json["title"] == "Email not verified", result.text
