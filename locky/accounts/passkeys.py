@@ -51,7 +51,7 @@ from webauthn.helpers.cose import COSEAlgorithmIdentifier
 
 from locky import events
 from locky.accounts.codes import hash_code
-from locky.errors import Invalid, NotFound, StateConflict
+from locky.errors import Invalid, NotFound, StateConflict, Unauthorized
 from locky.records import Passkey, User, utcnow
 from locky.settings import LOCALHOST_ORIGIN
 
@@ -158,6 +158,10 @@ class Passkeys:
             raise _unverified(exc) from None
         storage = self.context.storage
         with storage.atomic():  # the cap, the passkey and its event, together
+            # The user's row locked first (as every writer of a user's credentials does):
+            # two registrations racing count one after the other, so the cap holds.
+            if storage.users.for_update(user.uuid) is None:
+                raise Unauthorized("The account is gone.")
             count = len(storage.passkeys.of_user(user.uuid))
             if count >= MAX_PER_USER:
                 raise StateConflict(_full())
