@@ -152,14 +152,20 @@ class Browser:
         return self.wait(lambda: next(iter(e for e in self.driver.find_elements(By.CSS_SELECTOR, css)
                                            if e.is_displayed()), None))
 
-    def field(self, label: str):
+    def labelled(self, label: str):
+        """The input a visible label names, or ``None`` (not drawn yet)."""
         for element in self.driver.find_elements(By.CSS_SELECTOR, "label"):
             if element.is_displayed() and element.text.strip() == label:
                 return self.driver.find_element(By.ID, element.get_attribute("for"))
-        raise AssertionError(f"no field labelled {label!r} on {self.driver.current_url}")
+        return None
+
+    def field(self, label: str):
+        found = self.labelled(label)
+        assert found is not None, f"no field labelled {label!r} on {self.driver.current_url}"
+        return found
 
     def fill(self, label: str, value: str) -> None:
-        element = self.wait(lambda: self.field(label))
+        element = self.wait(lambda: self.labelled(label))
         element.clear()
         element.send_keys(value)
 
@@ -313,6 +319,7 @@ def test_a_passkey_is_added_on_the_console_listed_and_renamed(browser, op):
 def test_signed_out_the_console_signs_in_with_the_passkey_alone(browser, op):
     sign_out_of_the_console(browser)
     assert browser.field("Email").get_attribute("value") == ""
+    browser.shot("console-sign-in")
     browser.press("Sign in with a passkey")  # no email typed: a discoverable credential
     browser.wait(lambda: browser.driver.find_element(By.ID, "who").text == ADA)
     succeeded = audit(op, "login.succeeded")
