@@ -91,7 +91,7 @@ function signInScreen(message) {
     h("button", { type: "submit", class: "primary", text: "Sign in" }),
     passkeysSupported() ? h("div", { class: "passkey" },
       h("p", { class: "muted", text: "or, without typing anything," }),
-      button("Sign in with a passkey", () => passkeySignIn(error), { id: "signin-passkey" })) : null);
+      button("Sign in with a passkey", (event) => passkeySignIn(error, event.currentTarget), { id: "signin-passkey" })) : null);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     error.replaceChildren();
@@ -114,8 +114,9 @@ function signInScreen(message) {
 
 // A discoverable passkey: no email, the browser offers the passkeys it holds for Locky.
 // The answer is the password's: tokens, or the second step.
-async function passkeySignIn(error) {
+async function passkeySignIn(error, pressed) {
   error.replaceChildren();
+  pressed.disabled = true; // one ceremony at a time: a second would cancel the first
   try {
     const options = await api("POST", "/v1/public/users/login/passkey/options", { anonymous: true, body: {} });
     const credential = await assertion(options);
@@ -125,6 +126,8 @@ async function passkeySignIn(error) {
   } catch (failure) {
     const said = ceremonyFailure(failure) || readable(failure);
     error.replaceChildren(h("p", { class: "notice error", role: "alert", text: said }));
+  } finally {
+    pressed.disabled = false;
   }
 }
 
