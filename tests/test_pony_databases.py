@@ -137,7 +137,7 @@ def test_a_new_sqlite_file_locked_by_another_process_starts_once_the_lock_is_gon
     app = create_app(make_settings(f"sqlite:///{path}", log_requests=False))
     try:
         assert time.monotonic() - started >= 0.4  # it waited for the lock
-        assert app.context.storage.roles.count() == 7  # the built-in roles, client among them
+        assert app.context.storage.roles.count() == 8  # the built-in roles, client and provisioner among them
         assert raw(f"sqlite:///{path}", "PRAGMA journal_mode") == [("wal",)]
     finally:
         app.close()
@@ -148,8 +148,9 @@ def test_a_new_sqlite_file_locked_by_another_process_starts_once_the_lock_is_gon
 def test_workers_starting_together_on_a_new_database_all_start(database_url):
     # Each app writes the built-in roles at start; the race between them must not stop one.
     results = in_processes(_start_app_and_count_roles, [(database_url,)] * 4)
-    assert results == [7, 7, 7, 7], results  # admin, user, client and the four group roles
-    assert raw(database_url, "SELECT COUNT(*) FROM locky_roles WHERE builtin AND del_token = 0") == [(7,)]
+    # admin, user, client, provisioner (SCIM) and the four group roles
+    assert results == [8, 8, 8, 8], results
+    assert raw(database_url, "SELECT COUNT(*) FROM locky_roles WHERE builtin AND del_token = 0") == [(8,)]
     assert raw(database_url, "SELECT COUNT(*) FROM locky_meta") == [(3,)]  # policy and cache revisions, schema
     # The schema was made once: one history row per step.
     assert raw(database_url, "SELECT COUNT(*) FROM locky_schema_history") == [(SCHEMA_VERSION,)]
@@ -257,10 +258,10 @@ def test_mysql_tables_are_utf8mb4_and_binary(mysql_database):
     app_for(url).close()
     rows = raw(url, "SELECT table_name, table_collation FROM information_schema.tables"
                     " WHERE table_schema = DATABASE() AND table_name LIKE 'locky%%'")
-    # The entities' eighteen (step 4 added codes, outbox and totp; step 5 signing keys;
-    # step 6 audit, webhooks and deliveries; step 9 OAuth clients, consents and codes)
-    # and locky_schema_history.
-    assert len(rows) == 19, rows
+    # The entities' nineteen (step 4 added codes, outbox and totp; step 5 signing keys;
+    # step 6 audit, webhooks and deliveries; step 9 OAuth clients, consents and codes;
+    # step 10 passkeys) and locky_schema_history.
+    assert len(rows) == 20, rows
     assert {collation for _, collation in rows} == {"utf8mb4_nopad_bin"}
     columns = raw(url, "SELECT DISTINCT character_set_name FROM information_schema.columns"
                        " WHERE table_schema = DATABASE() AND character_set_name IS NOT NULL")
