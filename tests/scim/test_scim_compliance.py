@@ -111,12 +111,26 @@ class Provisioning:
         return SyncSCIMClient(http)
 
 
-@pytest.fixture(scope="module")
-def provisioning(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("scim-compliance")
+ENGINES = [pytest.param(kind, id=kind, marks=() if kind == "sqlite" else pytest.mark.backend)
+           for kind in ("sqlite", "postgres", "mysql")]
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def provisioning(request, tmp_path_factory):
+    """A server on an empty database of each engine (PostgreSQL and MariaDB when
+    LOCKY_TEST_POSTGRES_URL / LOCKY_TEST_MYSQL_URL name one, tests/backends.py)."""
+    workdir = tmp_path_factory.mktemp(f"scim-compliance-{request.param}")
+    if request.param == "sqlite":
+        database_url = f"sqlite:///{workdir / 'locky.sqlite'}"
+    else:
+        scratch = request.getfixturevalue(f"{request.param}_database")
+        scratch.wipe()
+        database_url = scratch.url
     port = free_port()
-    env = {"LOCKY_DATABASE_URL": f"sqlite:///{workdir / 'locky.sqlite'}", "LOCKY_BCRYPT_ROUNDS": "4",
-           "LOCKY_PUBLIC_URL": f"http://127.0.0.1:{port}"}
+    env = {"LOCKY_DATABASE_URL": database_url, "LOCKY_BCRYPT_ROUNDS": "4",
+           "LOCKY_PUBLIC_URL": f"http://127.0.0.1:{port}",
+           # A database server's hosts share one secret (locky serve refuses to start without it).
+           "LOCKY_JWT_SECRET": "scim-compliance-secret-0123456789-abcdefghijklmnop"}
     with pytest.MonkeyPatch.context() as mp:
         for key in [k for k in os.environ if k.startswith("LOCKY_")]:
             mp.delenv(key)
