@@ -13,7 +13,7 @@ shows the refusal on the page. A TOTP user gives their code on the second step.
 RP-initiated logout comes back to the registered post-logout URI with the state, and
 the next authorization asks for the password again; without a post-logout URI Locky
 shows its signed-out page. Another site cannot frame the sign-in page. Throughout, the
-pages log nothing, run no script and load nothing but Locky's own files.
+pages log nothing, run only Locky's own script and load nothing but Locky's own files.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` and the ``selenium`` package; without
 them the module skips, unless ``LOCKY_REQUIRE_BROWSER=1`` (CI), which makes it fail.
@@ -395,11 +395,12 @@ def test_another_site_cannot_frame_the_sign_in_page(fresh, op, rp):
         browser.driver.switch_to.default_content()
 
 
-def test_the_pages_run_no_script_and_load_only_lockys_files(fresh, op, rp):
+def test_the_pages_run_only_lockys_script_and_load_only_lockys_files(fresh, op, rp):
     browser = fresh
     browser.driver.get(Login(op, rp, "album").url)
     assert browser.heading() == "Sign in"
-    assert browser.driver.find_elements(By.TAG_NAME, "script") == []
+    assert [script.get_attribute("src") for script in browser.driver.find_elements(By.TAG_NAME, "script")] == [
+        f"{op.url}/console/signin-passkey.js"]
     for element in browser.driver.find_elements(By.CSS_SELECTOR, "input:not([type=hidden])"):
         assert element.get_attribute("id") and browser.driver.find_elements(
             By.CSS_SELECTOR, f"label[for='{element.get_attribute('id')}']"), element.get_attribute("outerHTML")
