@@ -15,15 +15,20 @@ wrote. Mutabilities are Locky's:
   its ``userName`` (:mod:`locky.scim.service`); a PUT without it is a 400.
 - ``emails`` is ``readOnly``: the one address, ``userName``, as the primary email.
 - ``active`` is ``not disabled``, and ``required`` since every account is one or the
-  other: a creation without it is active (:mod:`locky.scim.service`); a PUT without
-  it is a 400 (it must not enable a deprovisioned account by leaving it out), and a
-  PATCH cannot remove it.
+  other: a creation without it is active, a PUT without it keeps the account's status
+  (:mod:`locky.scim.service`), and a PATCH cannot remove it.
 - ``password`` is ``writeOnly`` (never returned).
 - ``groups`` on a user is ``readOnly``: the groups the user is a member of.
 - A Group's ``displayName`` is its name, unique and compared exactly as Locky compares
   group names ("Admins" and "admins" are two groups): ``caseExact`` true, so a filter
   ``displayName eq`` matches the exact name (and storage answers it).
 - A Group's ``members`` hold users only (``type`` ``User``); ``display`` is not kept.
+
+What identity providers send beyond these is ignored, not refused (:data:`POLICY`):
+their default mappings carry ``name.givenName``, ``phoneNumbers``, the enterprise
+extension, members' ``display``; a PATCH on such an attribute changes nothing. PATCH
+takes Microsoft Entra's forms too: ``remove`` with a ``value`` selecting what to
+remove, and an ``add``/``replace`` whose path filter matches nothing adds the entry.
 
 No bulk (``/Bulk`` answers 501). Filtering, sorting and ETags are supported; see
 :mod:`locky.scim.filters` for the cap on filters that need a scan.
@@ -35,7 +40,7 @@ import copy
 from functools import lru_cache
 from typing import Any
 
-from scim2_models import ResourceType, Schema, ScimProvider, ServiceProviderConfig
+from scim2_models import ResourceType, Schema, ScimPolicy, ScimProvider, ServiceProviderConfig
 from scim2_server.utils import load_json_resource
 
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
@@ -54,6 +59,11 @@ USER_ATTRIBUTES: dict[str, tuple[str, Any]] = {
     "emails": ("readOnly", {"value": "readOnly", "primary": "readOnly"}),
     "groups": ("readOnly", {"value": "readOnly", "$ref": "readOnly", "display": "readOnly"}),
 }
+#: How much the requests read may depart from the RFCs (see the module docstring).
+POLICY = ScimPolicy(unknown=ScimPolicy.Unknown.ignore,
+                    remove_value_as_filter=ScimPolicy.RemoveValue.apply,
+                    unmatched_path_filter=ScimPolicy.UnmatchedPathFilter.create)
+
 #: Attributes RFC 7643 leaves optional that every Locky user has (see the module docstring).
 REQUIRED = frozenset({"displayName", "active"})
 GROUP_ATTRIBUTES: dict[str, tuple[str, Any]] = {
@@ -132,4 +142,4 @@ def config() -> ServiceProviderConfig:
 @lru_cache(maxsize=1)
 def provider() -> ScimProvider:
     """The one description of the service (immutable, so built once per process)."""
-    return ScimProvider.from_discovery(schemas(), resource_types(), config=config())
+    return ScimProvider.from_discovery(schemas(), resource_types(), config=config(), policy=POLICY)

@@ -30,7 +30,7 @@ from locky.routes import Operation, Route
 
 from .discovery import provider
 from .errors import PREFIX, SCIM_MEDIA_TYPE, ScimErrors, scim_errors, to_scim
-from .service import LockyScimService
+from .service import LockyScimService, keep_status
 from .storage import LockyScimStorage
 
 TAG = "scim"
@@ -65,6 +65,7 @@ class ScimEndpoint:
             request = ScimRequest(method="GET" if req.method == "HEAD" else req.method, base_url=self.base_url(req), path=req.path[len(PREFIX):],
                                   query=query, headers=list(req.headers.items()), body=self._body(req),
                                   subject=req.context.identity)
+            keep_status(self.context, request)
             handler = ScimHandler(self.service, LockyScimStorage(self.context, req.context.identity))
             with scim_errors():
                 response = handler.handle(request)

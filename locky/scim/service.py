@@ -16,8 +16,10 @@
 - Defaults of a User body (:mod:`locky.scim.discovery` declares ``displayName`` and
   ``active`` required, as every Locky account has both): a creation without
   ``displayName`` is named after its ``userName``, and one without ``active`` is
-  active. A PUT must give both (400 otherwise: leaving ``active`` out must not
-  enable a deprovisioned account again).
+  active. A PUT without ``active`` keeps the account's status (:func:`keep_status`:
+  leaving it out must neither enable a deprovisioned account nor be refused, as many
+  provisioning systems push profiles without it); a PUT without ``displayName`` is a
+  400.
 - PATCH answers 200 with the resource (RFC 7644 lets it answer 204; Locky's contract
   asks for the resource).
 """
@@ -86,15 +88,36 @@ class LockyScimService(ScimService):
                                       response_parameters)
 
 
+def _json_object(body: bytes) -> dict | None:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def keep_status(context, request) -> None:
+    """A ``PUT /Users/{id}`` body without ``active`` gets the user's stored status, so
+    the replacement keeps it. Called before the handler validates the body; a body
+    that is no JSON object, or a user that does not exist, is left to the handler."""
+    parts = request.path.strip("/").split("/")
+    if request.method.upper() != "PUT" or len(parts) != 2 or parts[0].lower() != "users":
+        return
+    data = _json_object(request.body)
+    if data is None or any(isinstance(key, str) and key.lower() == "active" for key in data):
+        return
+    user = context.storage.users.get_by_uuid(parts[1])
+    if user is not None:
+        data["active"] = not user.disabled
+        request.body = json.dumps(data).encode()
+
+
 def _user_defaults(body: bytes) -> bytes:
     """A new User's body with ``active`` true when it has none, and ``displayName`` =
     ``userName`` when it has none (attribute names are case-insensitive). A body that
     is no JSON object is left to the library's errors."""
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        return body
-    if not isinstance(data, dict):
+    data = _json_object(body)
+    if data is None:
         return body
     names = {key.lower() for key in data if isinstance(key, str)}
     if "active" not in names:
