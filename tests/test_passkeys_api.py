@@ -11,6 +11,7 @@ is accepted.
 from __future__ import annotations
 
 import base64
+import os
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -477,3 +478,16 @@ def test_an_unverified_account_is_refused_when_verification_is_required(locky_ap
     assert changed.status_code == 200 and changed.json["email_verified"] is False, changed.text
     result = sign_in(client, authenticator)
     assert result.status_code == 403 and result.json["title"] == "Email not verified", result.text
+
+
+def test_a_credential_id_longer_than_webauthn_allows_is_refused(locky_client, ada, monkeypatch):
+    """WebAuthn caps credential ids at 1023 bytes: one that long registers, a longer one is a 400."""
+    import support.webauthn_authenticator as authenticator_module
+
+    monkeypatch.setattr(authenticator_module.secrets, "token_bytes", lambda _n: os.urandom(1023))
+    made = registered(locky_client, ada, Authenticator())
+    stored = locky_client.app.context.storage.passkeys.of_user(ada.uuid)
+    assert [p.id for p in stored] == [made["id"]] and len(stored[0].credential_id) == 1364
+    monkeypatch.setattr(authenticator_module.secrets, "token_bytes", lambda _n: os.urandom(1024))
+    refused(register(locky_client, ada, Authenticator()), "longer than 1023 bytes")
+    assert len(locky_client.app.context.storage.passkeys.of_user(ada.uuid)) == 1

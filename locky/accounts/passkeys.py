@@ -72,6 +72,8 @@ ALGORITHMS = [COSEAlgorithmIdentifier.ECDSA_SHA_256, COSEAlgorithmIdentifier.EDD
               COSEAlgorithmIdentifier.RSASSA_PKCS1_v1_5_SHA_256]
 #: How long a passkey's name may be (characters).
 NAME_MAX = 64
+#: The longest credential id WebAuthn allows (Level 3, section 5.1: at most 1023 bytes).
+CREDENTIAL_ID_MAX = 1023
 NOT_VERIFIED = "The passkey could not be verified"
 STALE_CHALLENGE = ("The challenge is unknown, used or expired: ask for new options"
                    " (they are single-use and live 5 minutes).")
@@ -156,6 +158,9 @@ class Passkeys:
                 expected_origin=self._origins(client_data.origin), supported_pub_key_algs=ALGORITHMS)
         except Exception as exc:  # the library does no I/O: whatever it raises, the answer is at fault
             raise _unverified(exc) from None
+        if len(verified.credential_id) > CREDENTIAL_ID_MAX:
+            raise Invalid.one("credential", f"{NOT_VERIFIED}: its credential id is longer than {CREDENTIAL_ID_MAX}"
+                                            " bytes.")
         storage = self.context.storage
         with storage.atomic():  # the cap, the passkey and its event, together
             # The user's row locked first (as every writer of a user's credentials does):
