@@ -437,7 +437,8 @@ class PasskeyStore(Protocol):
         counts nothing), store ``sign_count`` and ``last_used_at = now`` and return the
         passkey as it is after; otherwise (the counter did not move on: a cloned
         authenticator or a replay racing the sign-in; or the passkey is gone) change
-        nothing and return ``None``. Of concurrent calls with one count at most one wins."""
+        nothing and return ``None``. Of concurrent calls with one count above 0 at most one
+        wins (an authenticator that counts nothing gives no way to tell a copy)."""
 
     def rename(self, user_uuid: str, id: int, name: str) -> Passkey | None:
         """Rename the user's passkey ``id``; ``None`` when the user has no such passkey."""
