@@ -1,11 +1,15 @@
 """What the SCIM tests share: the schema URIs of RFC 7643/7644, a SCIM caller over
-Falcon's test client (bearer token, ``application/scim+json`` bodies), and the check
-of a SCIM error answer."""
+Falcon's test client (bearer token, ``application/scim+json`` bodies), the check of a
+SCIM error answer, and a real ``locky serve`` with the operator's commands."""
 
 from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -104,3 +108,51 @@ def client_credentials_token(http, client_id: str, secret: str) -> str:
         "Authorization": basic(client_id, secret), "Content-Type": "application/x-www-form-urlencoded"})
     assert result.status_code == 200, result.text
     return result.json["access_token"]
+
+
+class ScimServer:
+    """A running ``locky serve`` (``server``, :mod:`support.server`), the environment it
+    runs with, and what its operator does: ``locky`` commands, machine clients, tokens."""
+
+    def __init__(self, server, env: dict[str, str], workdir):
+        self.server, self.env, self.workdir = server, env, workdir
+        self.base_url = f"{server.url}{BASE}"
+
+    def cli(self, *args: str) -> str:
+        """``locky ARGS`` on the server's database, as the operator runs it."""
+        done = subprocess.run([sys.executable, "-m", "locky.cli.main", *args], cwd=self.workdir, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"locky {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def machine_client(self, name: str, role: str | None) -> dict:
+        """``locky clients create NAME --grant client_credentials --json`` and, when
+        ``role``, ``locky grant-role client:CLIENT_ID ROLE``."""
+        client = json.loads(self.cli("clients", "create", name, "--grant", "client_credentials", "--json"))
+        if role:
+            self.cli("grant-role", f"client:{client['client_id']}", role)
+        return client
+
+    def token(self, client: dict) -> str:
+        """A ``client_credentials`` access token from ``/oauth/token`` (client_secret_basic)."""
+        request = urllib.request.Request(
+            self.server.url + "/oauth/token", method="POST", data=b"grant_type=client_credentials",
+            headers={"Authorization": basic(client["client_id"], client["client_secret"]),
+                     "Content-Type": "application/x-www-form-urlencoded"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            body = json.loads(answer.read())
+        assert body["token_type"] == "Bearer" and body["access_token"], body
+        return body["access_token"]
+
+    def call(self, token: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """``(status, parsed body or None)`` of one SCIM request over HTTP."""
+        request = urllib.request.Request(self.base_url + path, method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Authorization": f"Bearer {token}", "Content-Type": SCIM_JSON})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                raw = answer.read()
+                return answer.status, json.loads(raw) if raw else None
+        except urllib.error.HTTPError as error:
+            raw = error.read()
+            return error.code, json.loads(raw) if raw else None

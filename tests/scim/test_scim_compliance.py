@@ -27,19 +27,10 @@ silently runs nothing (discovery failing early ends its run) fails too.
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import subprocess
-import sys
-import urllib.parse
-import urllib.request
 from collections import Counter
 from collections.abc import Sequence
 
 import pytest
-
-from support.server import free_port, locky_server
 
 httpx2 = pytest.importorskip("httpx2", reason="scim2-tester's HTTP engine: pip install '.[test]'")
 scim2_tester = pytest.importorskip("scim2_tester", reason="pip install '.[test]'")
@@ -74,78 +65,20 @@ class ExampleAddresses(Sequence):
         return f"scim-{index:012d}@example.com"
 
 
-class Provisioning:
-    """The running server and the machine client a provisioning system would hold."""
-
-    def __init__(self, server, env: dict[str, str], workdir):
-        self.server, self.env, self.workdir = server, env, workdir
-        self.base_url = f"{server.url}/scim/v2"
-
-    def cli(self, *args: str) -> str:
-        """``locky ARGS`` on the server's database, as the operator runs it."""
-        done = subprocess.run([sys.executable, "-m", "locky.cli.main", *args], cwd=self.workdir, env=self.env,
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, f"locky {' '.join(args)}: {done.stderr}"
-        return done.stdout
-
-    def machine_client(self, name: str, role: str | None) -> dict:
-        client = json.loads(self.cli("clients", "create", name, "--grant", "client_credentials", "--json"))
-        if role:
-            self.cli("grant-role", f"client:{client['client_id']}", role)
-        return client
-
-    def token(self, client: dict) -> str:
-        """A ``client_credentials`` access token from ``/oauth/token`` (client_secret_basic)."""
-        basic = base64.b64encode(f"{client['client_id']}:{client['client_secret']}".encode()).decode()
-        request = urllib.request.Request(
-            self.server.url + "/oauth/token", method="POST",
-            data=urllib.parse.urlencode({"grant_type": "client_credentials"}).encode(),
-            headers={"Authorization": f"Basic {basic}", "Content-Type": "application/x-www-form-urlencoded"})
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            body = json.loads(answer.read())
-        assert body["token_type"] == "Bearer" and body["access_token"], body
-        return body["access_token"]
-
-    def scim_client(self, token: str) -> SyncSCIMClient:
-        http = httpx2.Client(base_url=self.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-        return SyncSCIMClient(http)
-
-
-ENGINES = [pytest.param(kind, id=kind, marks=() if kind == "sqlite" else pytest.mark.backend)
-           for kind in ("sqlite", "postgres", "mysql")]
-
-
-@pytest.fixture(scope="module", params=ENGINES)
-def provisioning(request, tmp_path_factory):
-    """A server on an empty database of each engine (PostgreSQL and MariaDB when
-    LOCKY_TEST_POSTGRES_URL / LOCKY_TEST_MYSQL_URL name one, tests/backends.py)."""
-    workdir = tmp_path_factory.mktemp(f"scim-compliance-{request.param}")
-    if request.param == "sqlite":
-        database_url = f"sqlite:///{workdir / 'locky.sqlite'}"
-    else:
-        scratch = request.getfixturevalue(f"{request.param}_database")
-        scratch.wipe()
-        database_url = scratch.url
-    port = free_port()
-    env = {"LOCKY_DATABASE_URL": database_url, "LOCKY_BCRYPT_ROUNDS": "4",
-           "LOCKY_PUBLIC_URL": f"http://127.0.0.1:{port}",
-           # A database server's hosts share one secret (locky serve refuses to start without it).
-           "LOCKY_JWT_SECRET": "scim-compliance-secret-0123456789-abcdefghijklmnop"}
-    with pytest.MonkeyPatch.context() as mp:
-        for key in [k for k in os.environ if k.startswith("LOCKY_")]:
-            mp.delenv(key)
-        with locky_server(workdir, env=env, workers=2, port=port) as server:
-            yield Provisioning(server, {**os.environ, **env}, workdir)
-
-
 def _describe(result) -> str:
     rfc = " ".join((result.description or "").split())
     return (f"- {result.resource_type or 'service'} / {result.title}: {result.status.name}: {result.reason}\n"
             f"    data: {str(result.data)[:600]}\n    what it checks: {rfc[:300]}")
 
 
-def test_scim2_tester_passes_every_check_it_runs(provisioning):
-    client = provisioning.scim_client(provisioning.token(provisioning.machine_client("Provisioning", "provisioner")))
+def scim_client(server, token: str) -> SyncSCIMClient:
+    """scim2-client over httpx2 at the server's ``/scim/v2``, as a provisioning system holds it."""
+    http = httpx2.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    return SyncSCIMClient(http)
+
+
+def test_scim2_tester_passes_every_check_it_runs(scim_server):
+    client = scim_client(scim_server, scim_server.token(scim_server.machine_client("Provisioning", "provisioner")))
     client.discover()
     client.provider.model_for("User").model_fields["user_name"].examples = ExampleAddresses()
 
@@ -154,17 +87,17 @@ def test_scim2_tester_passes_every_check_it_runs(provisioning):
     run = [r for r in results if r.status is not Status.SKIPPED]
     failed = [r for r in run if r.status not in PASSING]
     counts = Counter(r.status.name for r in results)
-    summary = f"{len(run)} checks run ({dict(counts)}); server log tail:\n{provisioning.server.log()[-1500:]}"
+    summary = f"{len(run)} checks run ({dict(counts)}); server log tail:\n{scim_server.server.log()[-1500:]}"
     assert not failed, f"{len(failed)} of {len(run)} scim2-tester checks failed:\n" + "\n".join(
         map(_describe, failed)) + "\n" + summary
     assert len(run) >= MINIMUM_CHECKS, summary
     assert {r.resource_type for r in run} >= {"User", "Group"}, summary
 
 
-def test_a_machine_client_without_the_provisioner_role_is_refused(provisioning):
+def test_a_machine_client_without_the_provisioner_role_is_refused(scim_server):
     """A machine client holding only ``client`` (the shipped policy) gets 403 from the
     same client library, with a SCIM error body."""
-    client = provisioning.scim_client(provisioning.token(provisioning.machine_client("Reports", None)))
+    client = scim_client(scim_server, scim_server.token(scim_server.machine_client("Reports", None)))
     answer = client.request("GET", "/Users")
     assert answer.status_code == 403, answer.text
     assert answer.json()["status"] == "403", answer.text
