@@ -158,7 +158,8 @@ def test_put_replaces_the_user(scim, locky_client, locky_admin):
 
 
 #: A user as Okta's and Entra ID's default attribute mappings send it: name parts, typed
-#: emails, a locale or title, the enterprise extension. Locky keeps none of those extras.
+#: emails, a locale or title, the enterprise extension. Locky keeps none of those extras:
+#: it ignores them (neither refused nor stored).
 IDP_USER = {
     "schemas": [USER, "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
     "userName": "idp.user@example.com", "externalId": "00u1idp", "active": True, "displayName": "Idp User",
@@ -167,32 +168,28 @@ IDP_USER = {
     "locale": "en-US", "title": "Engineer", "groups": [],
     "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": {"department": "Research"},
 }
-UNKNOWN_IGNORED = pytest.mark.xfail(
-    reason="Locky refuses attributes its cut-down schemas do not keep (400 invalidSyntax 'Extra inputs are not"
-           " permitted', 400 invalidPath in PATCH) instead of ignoring them, so identity providers' default"
-           " mappings fail (reported)", strict=False)
-
-
-@UNKNOWN_IGNORED
 def test_a_user_as_identity_providers_send_it_is_created_keeping_what_locky_keeps(scim, locky_client, locky_admin):
     created = scim.post("/Users", IDP_USER)
     assert created.status_code == 201, created.text
     assert created.json["userName"] == "idp.user@example.com" and created.json["displayName"] == "Idp User"
     assert "title" not in created.json and "locale" not in created.json
+    assert created.json["name"] == {"formatted": "Idp User"}
+    assert created.json["emails"] == [{"value": "idp.user@example.com", "primary": True}]
+    assert not any(key.startswith("urn:") for key in created.json), created.json
     assert v1_user(locky_client, locky_admin, "idp.user@example.com")["name"] == "Idp User"
+    assert scim.get(f"/Users/{created.json['id']}").json == created.json
 
 
-@UNKNOWN_IGNORED
 def test_patches_of_attributes_locky_does_not_keep_are_ignored(scim):
     user = scim.user("idp.patch@example.com", "Idp Patch")
     result = scim.patch(f"/Users/{user['id']}", {"op": "Replace", "path": "name.givenName", "value": "Idp"},
                         {"op": "Add", "path": "title", "value": "Engineer"},
                         replace("displayName", "Idp Patched"))
     assert result.status_code == 200, result.text
-    assert result.json["displayName"] == "Idp Patched"
+    assert result.json["displayName"] == "Idp Patched" and "title" not in result.json
+    assert result.json["name"] == {"formatted": "Idp Patched"}
 
 
-@UNKNOWN_IGNORED
 def test_group_members_with_display_as_identity_providers_send_them(scim):
     user = scim.user("idp.member@example.com", "Idp Member")
     result = scim.post("/Groups", {"schemas": [GROUP], "displayName": "Idp Group",
@@ -393,6 +390,20 @@ def test_patch_members_add_and_remove(scim, locky_client, locky_admin):
     assert emptied.status_code == 200, emptied.text
     assert not emptied.json.get("members")
     assert v1_members(locky_client, locky_admin, group["id"]) == {}
+
+
+def test_members_as_entra_id_patches_them(scim, locky_client, locky_admin):
+    """Entra ID sends ``Add``/``Remove`` capitalised and removes members with a ``value``
+    list instead of a path filter."""
+    ada, bob = scim.user("ada.e@example.com", "Ada E"), scim.user("bob.e@example.com", "Bob E")
+    group = scim.group("Entra", [ada["id"]])
+    added = scim.patch(f"/Groups/{group['id']}", {"op": "Add", "path": "members", "value": [{"value": bob["id"]}]})
+    assert added.status_code == 200, added.text
+    removed = scim.patch(f"/Groups/{group['id']}", {"op": "Remove", "path": "members",
+                                                     "value": [{"value": ada["id"]}]})
+    assert removed.status_code == 200, removed.text
+    assert [m["value"] for m in removed.json["members"]] == [bob["id"]]
+    assert v1_members(locky_client, locky_admin, group["id"]) == {bob["id"]: "member"}
 
 
 def test_a_member_who_is_no_user_is_400_and_nothing_is_kept(scim, locky_client, locky_admin):
