@@ -11,7 +11,9 @@
   (:func:`locky.resources.users.update_user`): a new password or email set by the
   provisioning client ends every login of the user, ``active: false`` ends them too
   (``user.disabled``), a new email is unverified and gets a verification message.
-  Nobody disables their own account (400).
+  Nobody disables their own account (400), nor changes their own password or
+  email through SCIM (403): ``/v1`` asks for the current password for that, which a
+  bearer token alone does not prove.
 - Delete is ``DELETE /v1/private/users/{id}``'s soft delete (``user.deleted``):
   memberships end and the user's tokens fail.
 
@@ -95,9 +97,12 @@ def update(context, identity, user: User, *, name: str | None, email: str | None
         changes["external_id"] = external_id or ""
     if not changes and password is None:
         return user
+    own = identity.user.uuid == user.uuid
+    if own and (password is not None or "email" in changes):
+        raise Forbidden("Change your own password or email with PUT /v1/private/users/{id} and your current"
+                        " password.")
     require_outranked(context, identity, user)
-    return update_user(context, user, changes, password, own=identity.user.uuid == user.uuid,
-                       session_uuid=identity.session_uuid, via=VIA)
+    return update_user(context, user, changes, password, own=own, session_uuid=identity.session_uuid, via=VIA)
 
 
 def delete(context, identity, user: User) -> User:

@@ -204,3 +204,15 @@ def test_group_names_compare_exactly_as_locky_compares_them(scim):
     assert [g["displayName"] for g in exact["Resources"]] == ["Research"]
     scanned = scim("GET", "/Groups", filter='displayName sw "R"').json
     assert [g["displayName"] for g in scanned["Resources"]] == ["Research"]
+
+
+def test_an_admin_changes_no_own_credentials_nor_disables_themself_through_scim(scim, locky_admin):
+    me = f"/Users/{locky_admin.uuid}"
+    for path, value, status in (("password", "a brand new passphrase", 403),
+                                ("userName", "elsewhere@example.com", 403), ("active", False, 400)):
+        result = scim("PATCH", me, {"schemas": [PATCH], "Operations": [{"op": "replace", "path": path,
+                                                                         "value": value}]})
+        assert result.status_code == status, (path, result.text)
+    renamed = scim("PATCH", me, {"schemas": [PATCH], "Operations": [{"op": "replace", "path": "displayName",
+                                                                     "value": "The Admin"}]})
+    assert renamed.status_code == 200 and renamed.json["displayName"] == "The Admin"
