@@ -672,6 +672,16 @@ def test_a_provisioning_client_cannot_take_over_an_admin(scim, locky_client, loc
     assert login(locky_client, ADMIN, locky_admin.password).status_code == 200
 
 
+def test_nobody_changes_their_own_password_or_address_through_scim(locky_client, locky_admin):
+    """``/v1`` asks for the current password for that; a bearer token alone does not prove it."""
+    admin = Scim(locky_client, locky_admin.access_token)
+    assert_scim_error(admin.patch(f"/Users/{locky_admin.uuid}", replace("password", "Another horse battery 3")), 403)
+    assert_scim_error(admin.patch(f"/Users/{locky_admin.uuid}", replace("userName", "new.admin@example.com")), 403)
+    assert login(locky_client, ADMIN, locky_admin.password).status_code == 200
+    renamed = admin.patch(f"/Users/{locky_admin.uuid}", replace("displayName", "The Admin"))
+    assert renamed.status_code == 200 and renamed.json["displayName"] == "The Admin", renamed.text
+
+
 def test_the_admin_cannot_deactivate_themselves(locky_client, locky_admin):
     admin = Scim(locky_client, locky_admin.access_token)
     assert_scim_error(admin.patch(f"/Users/{locky_admin.uuid}", replace("active", False)), 400)
