@@ -1,7 +1,11 @@
-"""SCIM writes racing on a real ``locky serve`` (two workers; SQLite, and PostgreSQL and
-MariaDB when configured): provisioning systems send requests in parallel, and a race
-decides in the database, never with a 500 or a duplicate.
+"""SCIM on a real ``locky serve`` (two workers; SQLite, and PostgreSQL and MariaDB when
+configured) as provisioning systems use it: many accounts from one address, and
+requests in parallel, where a race decides in the database, never with a 500 or a
+duplicate.
 
+- An initial import creates more users from one client address than the anonymous
+  sign-up limit per address allows (``LOCKY_SIGNUP_MAX_PER_IP``, 30 an hour by default):
+  an authenticated provisioning client is not held to it.
 - One address created by many requests at once: one 201, every other a 409
   ``uniqueness``, one live user.
 - One member added to a group by many PATCHes at once: one membership.
@@ -81,3 +85,13 @@ def test_different_members_added_at_once_are_all_kept(scim_server, token):
     assert all(status == 200 for status, _ in answers), answers
     status, read = scim_server.call(token, "GET", f"/Groups/{group['id']}")
     assert sorted(m["value"] for m in read["members"]) == sorted(users), read
+
+
+def test_an_import_is_not_held_to_the_anonymous_sign_up_limit(scim_server, token):
+    run = uuid.uuid4().hex[:8]
+    statuses = [scim_server.call(token, "POST", "/Users", {"schemas": [USER], "userName":
+                                                           f"import-{run}-{n}@example.com"})[0] for n in range(35)]
+    assert statuses == [201] * 35, statuses
+    anonymous = scim_server.server.request("POST", "/v1/public/users/register", {
+        "name": "Visitor", "email": f"visitor-{run}@example.com", "password": "Correct horse battery 1"})
+    assert anonymous[0] == 201, anonymous  # the SCIM creations did not use up the address's allowance
