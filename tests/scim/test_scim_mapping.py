@@ -327,6 +327,9 @@ def test_the_same_changes_through_scim_and_v1_give_the_same_events(scim, provisi
     v1_events = audit_trail(locky_client, locky_admin, registered["uuid"])
     assert [e["event"] for e in scim_events] == [e["event"] for e in v1_events]
     assert [e["event"] for e in scim_events][0] == "user.registered"
+    # The same details too (the values differ: another user), with "via" besides.
+    assert [sorted(set(e["details"]) - {"via"}) for e in scim_events] == \
+        [sorted(set(e["details"]) - {"via"}) for e in v1_events]
     for event in scim_events:
         assert event["details"].get("via") == "scim", event
         assert event["actor_uuid"] == provisioner.subject, event
