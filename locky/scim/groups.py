@@ -52,10 +52,13 @@ def create(context, *, name: str, external_id: str | None, member_uuids: list[st
     return group
 
 
-def update(context, group: Group, members: list, *, name: str | None, external_id: str | None,
-           member_uuids: list[str] | None) -> Group:
+def update(context, group: Group, *, name: str | None, external_id: str | None, add: list[str],
+           remove: list[str]) -> Group:
     """Change what differs: ``name`` (``None``: as it is), ``external_id`` (``None``
-    clears it), the members (``None``: as they are; else exactly these users)."""
+    clears it); make the users of ``add`` members and end the memberships of the users
+    of ``remove``. The members are changes, not a list to reach: two provisioning
+    requests adding different members at once both keep theirs. A user of ``add``
+    already a member, or of ``remove`` no longer one, is left as they are."""
     changes: dict = {}
     if name is not None and name != group.name:
         changes.update(load(GroupUpdateSchema(), {"name": name}))
@@ -68,15 +71,12 @@ def update(context, group: Group, members: list, *, name: str | None, external_i
             context.audit.record(audit.GROUP_UPDATED, target_type="group", target_uuid=group.uuid,
                                  details={"name": group.name, "changed": sorted(changes), "via": VIA},
                                  record=group)
-        if member_uuids is not None:
-            wanted = list(dict.fromkeys(member_uuids))
-            current = {m.user_uuid: m for m in members}
-            for member in members:
-                if member.user_uuid not in wanted:
-                    _remove_member(context, member)
-            for user_uuid in wanted:
-                if user_uuid not in current:
-                    _add_member(context, group.uuid, user_uuid)
+        for user_uuid in dict.fromkeys(remove):
+            for member in storage.members.list(group_uuid=group.uuid, user_uuid=user_uuid, limit=1).items:
+                _remove_member(context, member)
+        for user_uuid in dict.fromkeys(add):
+            if not storage.members.list(group_uuid=group.uuid, user_uuid=user_uuid, limit=1).items:
+                _add_member(context, group.uuid, user_uuid)
     return group
 
 

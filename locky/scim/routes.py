@@ -66,7 +66,9 @@ class ScimEndpoint:
                                   query=query, headers=list(req.headers.items()), body=self._body(req),
                                   subject=req.context.identity)
             keep_status(self.context, request)
-            handler = ScimHandler(self.service, LockyScimStorage(self.context, req.context.identity))
+            storage = LockyScimStorage(self.context, req.context.identity,
+                                       conditional=request.header("If-Match") is not None)
+            handler = ScimHandler(self.service, storage)
             with scim_errors():
                 response = handler.handle(request)
         except SCIMException as error:

@@ -8,8 +8,14 @@ the change through :mod:`locky.scim.users` or :mod:`locky.scim.groups`, i.e. thr
 ``/v1``'s own functions. Locky's errors become SCIM errors here
 (:func:`~locky.scim.errors.scim_errors`).
 
-``expected_version`` (the ETag the handler read, for ``If-Match``) is compared with
-the record as it is when the write starts: a change made meanwhile answers 412.
+A group's members are written as changes: the members the handler read (:meth:`get`
+keeps what it answered, for this request) against those of the new state, so two
+provisioning requests adding different members at once both keep theirs.
+
+``expected_version`` is the version the handler read. It is compared with the record
+as it is when the write starts only when the client sent ``If-Match`` (``conditional``):
+then a change made meanwhile answers 412. Without a condition the write applies to the
+record as it is then (its members as changes, its other attributes as given).
 """
 
 from __future__ import annotations
@@ -28,9 +34,12 @@ class LockyScimStorage(ScimStorage):
     """Users and groups of one app; ``identity`` is the caller of the request being
     served (set per request by :mod:`locky.scim.routes`)."""
 
-    def __init__(self, context, identity):
+    def __init__(self, context, identity, conditional: bool = False):
         self.context = context
         self.identity = identity
+        self.conditional = conditional
+        #: What :meth:`get` answered in this request, by resource id.
+        self.read: dict[str, Resource[Any]] = {}
 
     # -- reads --------------------------------------------------------------------
 
@@ -50,8 +59,11 @@ class LockyScimStorage(ScimStorage):
             response_parameters: ResponseParameters[Any] | None = None) -> Resource[Any]:
         with scim_errors():
             if resource_type.name == "User":
-                return mapping.user_resource(self.context, self._user(resource_id))
-            return mapping.group_resource(self.context, self._group(resource_id))
+                resource = mapping.user_resource(self.context, self._user(resource_id))
+            else:
+                resource = mapping.group_resource(self.context, self._group(resource_id))
+        self.read[resource_id] = resource.model_copy(deep=True)
+        return resource
 
     def search(self, resource_types: list[ResourceType], search_request: SearchRequest[Any], *,
                position: Any = None) -> SearchPage:
@@ -60,9 +72,8 @@ class LockyScimStorage(ScimStorage):
 
     # -- writes -------------------------------------------------------------------
 
-    @staticmethod
-    def _check_version(current: Resource[Any], expected_version: str | None) -> None:
-        if expected_version is not None and current.meta.version != expected_version:
+    def _check_version(self, current: Resource[Any], expected_version: str | None) -> None:
+        if self.conditional and expected_version is not None and current.meta.version != expected_version:
             raise PreconditionFailedException(detail="The resource changed since it was read.")
 
     def create(self, resource_type: ResourceType, resource: Resource[Any]) -> Resource[Any]:
@@ -89,11 +100,13 @@ class LockyScimStorage(ScimStorage):
                                     external_id=resource.external_id, active=resource.active)
                 return mapping.user_resource(self.context, user)
             group = self._group(resource.id)
-            members = mapping.group_members(self.context, group)
-            self._check_version(mapping.group_resource(self.context, group, members), expected_version)
-            group = groups.update(self.context, group, members, name=resource.display_name,
-                                  external_id=resource.external_id,
-                                  member_uuids=[m.value for m in resource.members or () if m.value])
+            current = mapping.group_resource(self.context, group)
+            self._check_version(current, expected_version)
+            before = _member_ids(self.read.get(resource.id, current))
+            after = _member_ids(resource)
+            group = groups.update(self.context, group, name=resource.display_name, external_id=resource.external_id,
+                                  add=[u for u in after if u not in before],
+                                  remove=[u for u in before if u not in after])
             return mapping.group_resource(self.context, group)
 
     def delete(self, resource_type: ResourceType, resource_id: str, *,
@@ -108,3 +121,7 @@ class LockyScimStorage(ScimStorage):
             group = self._group(resource_id)
             self._check_version(mapping.group_resource(self.context, group), expected_version)
             groups.delete(self.context, group)
+
+
+def _member_ids(resource: Resource[Any]) -> list[str]:
+    return list(dict.fromkeys(m.value for m in resource.members or () if m.value))
