@@ -73,13 +73,16 @@ def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> Sea
     """One page of the resources of ``kinds`` (``User``, ``Group``: one of them, or both
     for a search at the root, RFC 7644 section 3.4.2.1) the request selects."""
     scim_filter = search_request.filter
-    # A user's groups cost a read of its memberships: read only for the page, unless
-    # the filter or the order looks at them.
-    groups_needed = "groups" in f"{scim_filter or ''} {search_request.sort_by or ''}".lower()
+    # A user's groups and a group's members (and so its version) cost a read of
+    # memberships each: read them only for the page answered, unless the filter or the
+    # order looks at them.
+    looked_at = f"{scim_filter or ''} {search_request.sort_by or ''}".lower()
+    complete = any(word in looked_at for word in ("groups", "members", "version"))
     resources = []
     for kind in kinds:
-        resources += [mapping.user_resource(context, r, with_groups=groups_needed) if kind == "User"
-                      else mapping.group_resource(context, r) for r in _records(context, kind, scim_filter)]
+        resources += [mapping.user_resource(context, r, with_groups=complete) if kind == "User"
+                      else mapping.group_resource(context, r, None if complete else [])
+                      for r in _records(context, kind, scim_filter)]
     if scim_filter is not None and not scim_filter.models and resources:
         models = tuple(dict.fromkeys(type(r) for r in resources))
         scim_filter = parametrize(ScimFilter, Union[models])(str(scim_filter))  # noqa: UP007
@@ -89,14 +92,15 @@ def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> Sea
     start = search_request.start_index_0 or 0
     stop = None if search_request.count is None else start + search_request.count
     page = found[start:stop]
-    if not groups_needed:
-        page = [_with_groups(context, r) for r in page]
+    if not complete:
+        page = [_completed(context, r) for r in page]
     return SearchPage(len(found), page)
 
 
-def _with_groups(context, resource):
-    """A ``User`` read without its groups, with them."""
-    if resource.meta.resource_type != "User":
-        return resource
-    user = context.storage.users.get_by_uuid(resource.id)
-    return mapping.user_resource(context, user) if user is not None else resource
+def _completed(context, resource):
+    """A resource read without its memberships, with them (and its true version)."""
+    if resource.meta.resource_type == "User":
+        user = context.storage.users.get_by_uuid(resource.id)
+        return mapping.user_resource(context, user) if user is not None else resource
+    group = context.storage.groups.get_by_uuid(resource.id)
+    return mapping.group_resource(context, group) if group is not None else resource
