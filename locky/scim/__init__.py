@@ -14,6 +14,10 @@ Built on two libraries rather than a hand-rolled protocol:
   :mod:`locky.scim.storage` is that storage over Locky's own stores. Its
   Werkzeug/ASGI applications and its in-memory storage are not used: Falcon serves
   the routes (:mod:`locky.scim.routes`) and Locky's stores keep the records.
+- ``scim2-filter-parser`` (also on PyPI) is not used: it turns a filter into SQL for
+  Django-style tables, while ``scim2-models`` parses and evaluates filters on the very
+  models the server answers with; Locky's indexed equalities (:mod:`locky.scim.filters`)
+  are the only part that becomes a storage query.
 
 So a change through SCIM is the change ``/v1`` makes (the same store calls, rules,
 soft delete, audit events and webhooks, with ``details.via = "scim"``):

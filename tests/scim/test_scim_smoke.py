@@ -216,3 +216,11 @@ def test_an_admin_changes_no_own_credentials_nor_disables_themself_through_scim(
     renamed = scim("PATCH", me, {"schemas": [PATCH], "Operations": [{"op": "replace", "path": "displayName",
                                                                      "value": "The Admin"}]})
     assert renamed.status_code == 200 and renamed.json["displayName"] == "The Admin"
+
+
+def test_a_body_over_the_limit_is_413_and_nul_text_a_400(scim, locky_app):
+    limit = locky_app.context.settings.max_body_bytes
+    big = scim("POST", "/Users", {"schemas": [USER], "userName": "big@example.com", "displayName": "x" * limit})
+    assert big.status_code == 413 and big.json["schemas"] == [ERROR], big.text
+    nul = scim("POST", "/Users", {"schemas": [USER], "userName": "nul@example.com", "displayName": "a\u0000b"})
+    assert nul.status_code == 400 and nul.json["scimType"] == "invalidValue", nul.text
