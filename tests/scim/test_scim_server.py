@@ -63,9 +63,6 @@ def test_one_member_added_at_once_is_one_membership(scim_server, token):
     assert [m["value"] for m in read["members"]] == [user["id"]], read
 
 
-@pytest.mark.xfail(reason="without If-Match, a PATCH that loses the race to another write of the group is"
-                          " refused 412 (scim2-server's handler passes the version it read; locky/scim/storage.py"
-                          " compares it) and its member is not added; reported", strict=False)
 def test_different_members_added_at_once_are_all_kept(scim_server, token):
     users = []
     for n in range(PARALLEL):
