@@ -19,6 +19,8 @@ from locky.records import Group
 from locky.resources.groups import membership
 from locky.schemas import GroupRequestSchema, GroupUpdateSchema
 
+from . import external_ids
+
 VIA = "scim"
 ROLE = "member"
 
@@ -44,7 +46,7 @@ def create(context, *, name: str, external_id: str | None, member_uuids: list[st
     storage = context.storage
     with storage.atomic():
         group = storage.groups.create(name=data["name"], description=data["description"], owner_uuid=None,
-                                      external_id=external_id or None)
+                                      external_id=external_ids.checked(external_id))
         context.audit.record(audit.GROUP_CREATED, target_type="group", target_uuid=group.uuid,
                              details={"name": group.name, "owner_uuid": None, "via": VIA}, record=group)
         for user_uuid in dict.fromkeys(member_uuids):
@@ -62,7 +64,7 @@ def update(context, group: Group, *, name: str | None, external_id: str | None, 
     changes: dict = {}
     if name is not None and name != group.name:
         changes.update(load(GroupUpdateSchema(), {"name": name}))
-    if (external_id or None) != getattr(group, "external_id", None):
+    if external_ids.checked(external_id) != getattr(group, "external_id", None):
         changes["external_id"] = external_id or ""
     storage = context.storage
     with storage.atomic():

@@ -40,6 +40,8 @@ from locky.resources.users import update_user, user_deleted
 from locky.resources.writes import audited
 from locky.schemas import UserRequestSchema, UserUpdateSchema
 
+from . import external_ids
+
 VIA = "scim"
 #: The length of the unusable password of a user created without one, in URL-safe
 #: characters (256 bits): never told to anyone, so nobody signs in with it.
@@ -58,7 +60,7 @@ def create(context, *, name: str, email: str, password: str | None, external_id:
     password_hash = context.password_hasher.hash(data["password"])
     with storage.atomic():  # the account, the letter proving its address and the event, together
         user = storage.users.create(name=data["name"], email=data["email"], password_hash=password_hash,
-                                    external_id=external_id or None)
+                                    external_id=external_ids.checked(external_id))
         storage.outbox.put(purpose=letters.VERIFY, email=user.email, user_uuid=user.uuid)
         context.audit.record(audit.USER_REGISTERED, target_type="user", target_uuid=user.uuid,
                              details={"email": user.email, "name": user.name, "via": VIA}, record=user)
@@ -93,7 +95,7 @@ def update(context, identity, user: User, *, name: str | None, email: str | None
         if not active and identity.user.uuid == user.uuid:
             raise Invalid.one("active", "You cannot disable your own account.")
         changes["disabled"] = not active
-    if (external_id or None) != getattr(user, "external_id", None):
+    if external_ids.checked(external_id) != getattr(user, "external_id", None):
         changes["external_id"] = external_id or ""
     if not changes and password is None:
         return user

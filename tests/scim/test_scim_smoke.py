@@ -224,3 +224,10 @@ def test_a_body_over_the_limit_is_413_and_nul_text_a_400(scim, locky_app):
     assert big.status_code == 413 and big.json["schemas"] == [ERROR], big.text
     nul = scim("POST", "/Users", {"schemas": [USER], "userName": "nul@example.com", "displayName": "a\u0000b"})
     assert nul.status_code == 400 and nul.json["scimType"] == "invalidValue", nul.text
+
+
+def test_an_external_id_over_255_characters_is_a_400(scim):
+    for path, body in (("/Users", {"schemas": [USER], "userName": "long@example.com", "externalId": "e" * 256}),
+                       ("/Groups", {"schemas": [GROUP], "displayName": "Long", "externalId": "e" * 256})):
+        result = scim("POST", path, body)
+        assert result.status_code == 400 and result.json["scimType"] == "invalidValue", result.text
