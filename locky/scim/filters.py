@@ -31,7 +31,10 @@ from scim2_server.utils import parametrize
 from locky.paging import every
 
 from . import mapping
+from .uuids import record_uuid
 
+#: The widest value an indexed column holds (emails 254, names and external ids 255).
+MAX_INDEXED = 255
 #: The most records a search that no index answers reads (users or groups).
 SCAN_CAP = 5000
 
@@ -54,8 +57,10 @@ def _records(context, kind: str, scim_filter) -> list:
     if found is not None:
         attribute, value = found
         if attribute == "id":
-            record = store.get_by_uuid(value)
+            record = store.get_by_uuid(record_uuid(value)) if record_uuid(value) else None
             return [record] if record is not None else []
+        if len(value) > MAX_INDEXED:  # wider than the column: nothing stored has it
+            return []
         if attribute == "username":
             record = store.get_by_email(value)
             return [record] if record is not None else []

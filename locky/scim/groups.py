@@ -19,7 +19,10 @@ from locky.records import Group
 from locky.resources.groups import membership
 from locky.schemas import GroupRequestSchema, GroupUpdateSchema
 
+from locky.errors import Invalid
+
 from . import external_ids
+from .uuids import record_uuid
 
 VIA = "scim"
 ROLE = "member"
@@ -30,7 +33,9 @@ def _details(record, **more) -> dict:
 
 
 def _add_member(context, group_uuid: str, user_uuid: str) -> None:
-    member = context.storage.members.create(group_uuid=group_uuid, user_uuid=user_uuid, role=ROLE)
+    if record_uuid(user_uuid) is None:
+        raise Invalid.missing("user_uuid")
+    member = context.storage.members.create(group_uuid=group_uuid, user_uuid=record_uuid(user_uuid), role=ROLE)
     context.audit.record(audit.MEMBER_ADDED, target_type="member", target_uuid=member.uuid,
                          details={**membership(member), "via": VIA}, record=member)
 
@@ -73,11 +78,12 @@ def update(context, group: Group, *, name: str | None, external_id: str | None, 
             context.audit.record(audit.GROUP_UPDATED, target_type="group", target_uuid=group.uuid,
                                  details={"name": group.name, "changed": sorted(changes), "via": VIA},
                                  record=group)
-        for user_uuid in dict.fromkeys(remove):
+        for user_uuid in dict.fromkeys(filter(None, map(record_uuid, remove))):
             for member in storage.members.list(group_uuid=group.uuid, user_uuid=user_uuid, limit=1).items:
                 _remove_member(context, member)
         for user_uuid in dict.fromkeys(add):
-            if not storage.members.list(group_uuid=group.uuid, user_uuid=user_uuid, limit=1).items:
+            if record_uuid(user_uuid) is None or not storage.members.list(
+                    group_uuid=group.uuid, user_uuid=record_uuid(user_uuid), limit=1).items:
                 _add_member(context, group.uuid, user_uuid)
     return group
 

@@ -28,6 +28,7 @@ from scim2_server.storage import ScimStorage, SearchPage
 
 from . import filters, groups, mapping, users
 from .errors import scim_errors
+from .uuids import record_uuid
 
 
 class LockyScimStorage(ScimStorage):
@@ -44,15 +45,17 @@ class LockyScimStorage(ScimStorage):
     # -- reads --------------------------------------------------------------------
 
     def _user(self, resource_id: str):
-        user = self.context.storage.users.get_by_uuid(resource_id)
+        uuid = record_uuid(resource_id)
+        user = self.context.storage.users.get_by_uuid(uuid) if uuid else None
         if user is None:
-            raise NotFoundException(detail=f"No user {resource_id!r}.")
+            raise NotFoundException(detail="No such user.")
         return user
 
     def _group(self, resource_id: str):
-        group = self.context.storage.groups.get_by_uuid(resource_id)
+        uuid = record_uuid(resource_id)
+        group = self.context.storage.groups.get_by_uuid(uuid) if uuid else None
         if group is None:
-            raise NotFoundException(detail=f"No group {resource_id!r}.")
+            raise NotFoundException(detail="No such group.")
         return group
 
     def get(self, resource_type: ResourceType, resource_id: str, *,

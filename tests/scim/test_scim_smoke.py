@@ -231,3 +231,12 @@ def test_an_external_id_over_255_characters_is_a_400(scim):
                        ("/Groups", {"schemas": [GROUP], "displayName": "Long", "externalId": "e" * 256})):
         result = scim("POST", path, body)
         assert result.status_code == 400 and result.json["scimType"] == "invalidValue", result.text
+
+
+def test_ids_that_are_no_uuid_name_nothing(scim):
+    assert scim("GET", "/Users/" + "x" * 300).status_code == 404
+    assert scim("DELETE", "/Groups/abc").status_code == 404
+    bad_member = scim("POST", "/Groups", {"schemas": [GROUP], "displayName": "G", "members": [{"value": "y" * 300}]})
+    assert bad_member.status_code == 400 and bad_member.json["scimType"] == "invalidValue", bad_member.text
+    assert scim("GET", "/Users", filter='id eq "' + "z" * 300 + '"').json["totalResults"] == 0
+    assert scim("GET", "/Groups", filter='externalId eq "' + "z" * 300 + '"').json["totalResults"] == 0
