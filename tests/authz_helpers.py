@@ -14,7 +14,7 @@ _counter = itertools.count(1)
 
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$")
 UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
-BUILTIN_ROLES = {"admin", "user", "owner", "maintainer", "member", "viewer", "client"}
+BUILTIN_ROLES = {"admin", "user", "owner", "maintainer", "member", "viewer", "client", "provisioner"}
 # A well-formed UUID4 that names nothing.
 NOBODY = "00000000-0000-4000-8000-000000000000"
 

@@ -119,6 +119,10 @@ def test_swagger_security_agrees_with_authentication_for_every_served_operation(
             assert operation.get("security", [{"Bearer": []}]) == [{"Bearer": []}]
         elif template == "/oauth/userinfo":  # the OpenID provider's: RFC 6750's own 401 without a token
             assert refused and result.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+        elif template.startswith("/scim/v2"):  # SCIM: only its discovery documents are open
+            discovery = template.removeprefix("/scim/v2/").split("/")[0] in (
+                "ServiceProviderConfig", "ResourceTypes", "Schemas")
+            assert refused == (not discovery), (method, template, result.status_code)
         else:  # the Swagger document and UI, the provider's routes: outside the document
             assert not refused, (method, template)
         checked += 1

@@ -135,4 +135,4 @@ def test_custom_roles_reach_every_worker_at_once_and_survive_a_restart(tmp_path,
         assert decisions(server, vault, admin_token) == {(200, True)}
         assert decisions(server, decision, admin_token) == {(200, False)}
         _, count = call(server, "GET", "/v1/internal/roles/count", token=clerk_token, expect=200)
-        assert count == {"count": 8}  # seven built-in roles and keeper; approver stays deleted
+        assert count == {"count": 9}  # eight built-in roles and keeper; approver stays deleted
