@@ -612,8 +612,9 @@ def test_a_token_not_yet_valid_is_401(locky_client, access_claims, server_key):
         {"iss": "https://127.0.0.1:8080"},
         {"aud": "another-service"},
         {"aud": ["another-service"]},
-        {"sub": str(uuid.uuid4())},  # someone else than the session's owner
-        {"sid": str(uuid.uuid4())},  # a session that never existed
+        # Fixed values (test ids must be the same in every collecting process).
+        {"sub": "0f1e2d3c-4b5a-4698-8776-a5b4c3d2e1f0"},  # someone else than the session's owner
+        {"sid": "9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d"},  # a session that never existed
         {"sub": 12345},
         {"sid": 12345},
         {"exp": "tomorrow"},
