@@ -16,7 +16,7 @@ import hmac
 import secrets
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from datetime import timedelta
 
@@ -82,18 +82,32 @@ class Accounts:
         self._dummy_hash = context.password_hasher.hash(secrets.token_urlsafe(16))
         self.limits = LoginLimits(context)
 
-    def register(self, *, name: str, email: str, password: str, client_address: str | None = None) -> User:
+    def register(self, *, name: str, email: str, password: str | None, client_address: str | None = None,
+                 external_id: str | None = None, via: str | None = None,
+                 then: Callable[[User], User] | None = None) -> User:
         """A new account, with the letter proving its address. The client address's
-        hourly registrations are counted first (429 past them), before the slow hash."""
-        password_rules.check(password, email=email, name=name)
+        hourly registrations are counted first (429 past them), before the slow hash.
+
+        A provisioning system (SCIM) registers through here too: it gives the account's
+        ``external_id``, names itself in the event (``details.via``), may give no
+        ``password`` (the account gets a random one nobody knows: its owner sets theirs
+        through the password reset) and may change the new account further in the same
+        transaction (``then``: an account created disabled)."""
+        if password is None:
+            password = secrets.token_urlsafe(32)
+        else:
+            password_rules.check(password, email=email, name=name)
         abuse_limits.count_request(self.context, abuse_limits.SIGNUP, client_address)
         storage = self.context.storage
         password_hash = self.context.password_hasher.hash(password)
         with storage.atomic():  # the account, the letter proving its address and the event, together
-            user = storage.users.create(name=name, email=email, password_hash=password_hash)
+            user = storage.users.create(name=name, email=email, password_hash=password_hash, external_id=external_id)
             storage.outbox.put(purpose=letters.VERIFY, email=user.email, user_uuid=user.uuid)
             self.context.audit.record(audit.USER_REGISTERED, target_type="user", target_uuid=user.uuid,
-                                      details={"email": user.email, "name": user.name}, record=user)
+                                      details={"email": user.email, "name": user.name, **({"via": via} if via else {})},
+                                      record=user)
+            if then is not None:
+                user = then(user)
         self.context.mail_sender.wake()
         return user
 

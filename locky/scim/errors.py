@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 
-import falcon
 from scim2_models import (
     ConflictException,
     ForbiddenException,

@@ -31,6 +31,8 @@ from locky.routes import Operation, Route
 from .discovery import provider
 from .errors import PREFIX, SCIM_MEDIA_TYPE, ScimErrors, scim_errors, to_scim
 from .service import LockyScimService, keep_status
+from locky.accounts.logins import Accounts
+
 from .storage import LockyScimStorage
 
 TAG = "scim"
@@ -44,6 +46,15 @@ class ScimEndpoint:
     def __init__(self, context):
         self.context = context
         self.service = LockyScimService(provider(), context)
+        self._accounts: Accounts | None = None
+
+    @property
+    def accounts(self) -> Accounts:
+        """Registration's service (users are created as /v1 registers them); built on
+        first use: it hashes a dummy password."""
+        if self._accounts is None:
+            self._accounts = Accounts(self.context)
+        return self._accounts
 
     def base_url(self, req) -> str:
         public = self.context.settings.public_url
@@ -66,7 +77,7 @@ class ScimEndpoint:
                                   query=query, headers=list(req.headers.items()), body=self._body(req),
                                   subject=req.context.identity)
             keep_status(self.context, request)
-            storage = LockyScimStorage(self.context, req.context.identity,
+            storage = LockyScimStorage(self.context, req.context.identity, lambda: self.accounts,
                                        conditional=request.header("If-Match") is not None)
             handler = ScimHandler(self.service, storage)
             with scim_errors():

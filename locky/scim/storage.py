@@ -20,11 +20,13 @@ record as it is then (its members as changes, its other attributes as given).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from scim2_models import NotFoundException, PreconditionFailedException, Resource, ResourceType, \
     ResponseParameters, SearchRequest
 from scim2_server.storage import ScimStorage, SearchPage
+
+from locky.accounts.logins import Accounts
 
 from . import filters, groups, mapping, users
 from .errors import scim_errors
@@ -35,9 +37,10 @@ class LockyScimStorage(ScimStorage):
     """Users and groups of one app; ``identity`` is the caller of the request being
     served (set per request by :mod:`locky.scim.routes`)."""
 
-    def __init__(self, context, identity, conditional: bool = False):
+    def __init__(self, context, identity, accounts: Callable[[], Accounts], conditional: bool = False):
         self.context = context
         self.identity = identity
+        self.accounts = accounts
         self.conditional = conditional
         #: What :meth:`get` answered in this request, by resource id.
         self.read: dict[str, Resource[Any]] = {}
@@ -82,7 +85,7 @@ class LockyScimStorage(ScimStorage):
     def create(self, resource_type: ResourceType, resource: Resource[Any]) -> Resource[Any]:
         with scim_errors():
             if resource_type.name == "User":
-                user = users.create(self.context, name=resource.display_name or resource.user_name,
+                user = users.create(self.context, self.accounts(), name=resource.display_name or resource.user_name,
                                     email=resource.user_name, password=resource.password,
                                     external_id=resource.external_id,
                                     active=resource.active is not False)

@@ -28,13 +28,11 @@ the machine client, ``client:<client_id>``) as for any request.
 
 from __future__ import annotations
 
-import secrets
 
 from locky import audit
-from locky.accounts import password_rules
+from locky.accounts.logins import Accounts
 from locky.errors import Forbidden, Invalid
 from locky.http.media import load
-from locky.mail import letters
 from locky.records import User
 from locky.resources.users import update_user, user_deleted
 from locky.resources.writes import audited
@@ -43,31 +41,20 @@ from locky.schemas import UserRequestSchema, UserUpdateSchema
 from . import external_ids
 
 VIA = "scim"
-#: The length of the unusable password of a user created without one, in URL-safe
-#: characters (256 bits): never told to anyone, so nobody signs in with it.
-RANDOM_PASSWORD_BYTES = 32
+#: What the field rules check in place of a password that was not given (registration
+#: then gives the account a random one nobody knows).
+_PLACEHOLDER = "not-given-" + "x" * 16
 
 
-def create(context, *, name: str, email: str, password: str | None, external_id: str | None,
+def create(context, accounts: Accounts, *, name: str, email: str, password: str | None, external_id: str | None,
            active: bool) -> User:
     """Register a user as provisioning does; see the module docstring."""
-    given = password is not None
-    data = load(UserRequestSchema(), {"name": name, "email": email,
-                                      "password": password if given else secrets.token_urlsafe(RANDOM_PASSWORD_BYTES)})
-    if given:
-        password_rules.check(data["password"], email=data["email"], name=data["name"])
-    storage = context.storage
-    password_hash = context.password_hasher.hash(data["password"])
-    with storage.atomic():  # the account, the letter proving its address and the event, together
-        user = storage.users.create(name=data["name"], email=data["email"], password_hash=password_hash,
-                                    external_id=external_ids.checked(external_id))
-        storage.outbox.put(purpose=letters.VERIFY, email=user.email, user_uuid=user.uuid)
-        context.audit.record(audit.USER_REGISTERED, target_type="user", target_uuid=user.uuid,
-                             details={"email": user.email, "name": user.name, "via": VIA}, record=user)
-        if not active:
-            user = update_user(context, user, {"disabled": True}, None, own=False, via=VIA)
-    context.mail_sender.wake()
-    return user
+    data = load(UserRequestSchema(), {"name": name, "email": email, "password": password or _PLACEHOLDER})
+    return accounts.register(
+        name=data["name"], email=data["email"], password=None if password is None else data["password"],
+        external_id=external_ids.checked(external_id), via=VIA,
+        then=None if active else lambda user: update_user(context, user, {"disabled": True}, None, own=False,
+                                                          via=VIA))
 
 
 def require_outranked(context, identity, user: User) -> None:
