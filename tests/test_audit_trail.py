@@ -39,6 +39,7 @@ from locky.audit import EVENTS
 from locky.testing import ADMIN_EMAIL, PASSWORD, TEST_SECRET, Account, LockyClient
 
 from authz_helpers import TIMESTAMP, UUID4, assert_error, assert_fields
+from support.webauthn_authenticator import Authenticator as PasskeyAuthenticator
 
 AUDIT = "/v1/internal/audit"
 REGISTER = "/v1/public/users/register"
@@ -709,6 +710,48 @@ def role_revoked(w: World, rid: str, ip: str) -> Expect:
                                             "actor": "cli"}, request_id="", ip="")
 
 
+PASSKEYS = "/v1/private/users/me/passkeys"
+
+
+def passkey_of(w: World, tag: str) -> tuple[Account, PasskeyAuthenticator, dict]:
+    """A new user with a passkey registered (just signed in: a recent authentication)."""
+    user, authenticator = w.account(tag), PasskeyAuthenticator()
+    options = w.send(w.client, "POST", f"{PASSKEYS}/options", token=user.access_token)
+    assert options.status_code == 200, options.text
+    result = w.send(w.client, "POST", PASSKEYS, token=user.access_token,
+                    body={"credential": authenticator.create(options.json), "name": "Laptop"})
+    assert result.status_code == 201, result.text
+    return user, authenticator, result.json
+
+
+def passkey_registered(w: World, rid: str, ip: str) -> Expect:
+    user, authenticator = w.account("keyed"), PasskeyAuthenticator()
+    options = w.send(w.client, "POST", f"{PASSKEYS}/options", token=user.access_token)
+    w.secret(options.json["challenge"])
+    result = w.send(w.client, "POST", PASSKEYS, rid=rid, ip=ip, token=user.access_token,
+                    body={"credential": authenticator.create(options.json), "name": "Laptop"})
+    assert result.status_code == 201, result.text
+    return Expect(user.uuid, "passkey", result.json["uuid"], {"user_uuid": user.uuid, "name": "Laptop"})
+
+
+def passkey_removed(w: World, rid: str, ip: str) -> Expect:
+    user, _, passkey = passkey_of(w, "unkeyed")
+    result = w.send(w.client, "DELETE", f"{PASSKEYS}/{passkey['id']}", rid=rid, ip=ip, token=user.access_token)
+    assert result.status_code == 204, result.text
+    return Expect(user.uuid, "passkey", passkey["uuid"], {"user_uuid": user.uuid, "name": "Laptop"})
+
+
+def passkey_counter_mismatch(w: World, rid: str, ip: str) -> Expect:
+    user, authenticator, passkey = passkey_of(w, "cloned")
+    for sign_count in (5, 5):  # the second answer reports a counter that did not move on
+        options = w.send(w.client, "POST", "/v1/public/users/login/passkey/options", body={})
+        result = w.send(w.client, "POST", "/v1/public/users/login/passkey", rid=rid, ip=ip,
+                        body={"credential": authenticator.get(options.json, sign_count=sign_count)})
+        w.secret(result.json.get("access_token"), result.json.get("refresh_token"))
+    assert result.status_code == 400, result.text
+    return Expect(None, "passkey", passkey["uuid"], {"user_uuid": user.uuid, "sign_count": 5, "stored_sign_count": 5})
+
+
 #: event name -> the actions that produce it (token.revoked has two).
 ACTIONS: dict[str, tuple[Callable[[World, str, str], Expect], ...]] = {
     "user.registered": (user_registered,),
@@ -753,6 +796,9 @@ ACTIONS: dict[str, tuple[Callable[[World, str, str], Expect], ...]] = {
     "oauth.consent.revoked": (oauth_consent_revoked,),
     "oauth.token.issued": (oauth_token_issued,),
     "oauth.code.reuse_detected": (oauth_code_reuse_detected,),
+    "passkey.registered": (passkey_registered,),
+    "passkey.removed": (passkey_removed,),
+    "passkey.counter_mismatch": (passkey_counter_mismatch,),
 }
 CASES = [pytest.param(name, action, id=f"{name}-{action.__name__}" if len(actions) > 1 else name)
          for name, actions in ACTIONS.items() for action in actions]

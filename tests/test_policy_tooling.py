@@ -84,7 +84,7 @@ def test_check_passes_on_the_shipped_policy(locky):
     # Without DIR: the policy shipped in the installed package (the source tree's
     # policies/ only in an editable install).
     assert "in order" in out and str(policy_files.policy_dir(None)) in out
-    assert "admin, client, maintainer, member, owner, user, viewer" in out
+    assert "admin, client, maintainer, member, owner, provisioner, user, viewer" in out
     status, data = run_json(locky, "policy", "check", str(SHIPPED))
     assert status == 0
     assert data["ok"] is True and data["problems"] == []
