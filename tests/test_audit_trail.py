@@ -1010,6 +1010,25 @@ def test_filter_by_actor_and_target(world, history):
     assert read_trail(world.client, world.admin, actor_uuid=str(uuid.uuid4())) == []
 
 
+def test_filter_by_a_machine_client_as_actor(world):
+    """What a machine client did (here: provisioning a user over SCIM) is found by its subject."""
+    client = registered_client(world, grant_types=["client_credentials"], redirect_uris=[])
+    subject = f"client:{client['client_id']}"
+    assert world.cli("grant-role", subject, "provisioner").returncode == 0
+    token = token_request(world, client, {"grant_type": "client_credentials"}).json["access_token"]
+    made = world.send(world.client, "POST", "/scim/v2/Users", token=token, body={
+        "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"], "userName": "provisioned@example.com",
+        "displayName": "Provisioned", "active": True})
+    assert made.status_code == 201, made.text
+    acted = read_trail(world.client, world.admin, actor_uuid=subject)
+    assert [(e["event"], e["target_uuid"], e["details"]["via"]) for e in acted] == [
+        ("user.registered", made.json["id"], "scim")]
+    assert read_trail(world.client, world.admin, actor_uuid="client:" + client["client_id"].upper()) == []  # exact
+    for wrong in ("client:", "nobody", "client:x\x00"):
+        result = world.send(world.client, "GET", AUDIT, token=world.admin.access_token, params={"actor_uuid": wrong})
+        assert result.status_code == 400 and list(result.json) == ["actor_uuid"], result.text
+
+
 def test_since_is_inclusive_and_until_exclusive(world, history):
     everything = read_trail(world.client, world.admin)
     assert len(everything) >= 5

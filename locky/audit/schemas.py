@@ -9,12 +9,12 @@ from marshmallow import RAISE, Schema, ValidationError, fields, validate, valida
 
 from locky.events import NAMES as EVENTS
 from locky.events import RESERVED_PREFIXES
+from locky.records import CLIENT_SUBJECT_PREFIX
 from locky.schemas import (
     DESCRIPTION_TEXT,
     TEXT_PATTERN,
     UUID,
     UUID4_PATTERN,
-    Uuid,
     ListQuerySchema,
     RequestSchema,
     Timestamp,
@@ -90,10 +90,26 @@ class Target(fields.String):
         return value.lower() if UUID.fullmatch(value) else value
 
 
+class Actor(fields.String):
+    """The ``actor_uuid`` filter: a user's uuid (any case, lowercased as the trail stores
+    it) or a machine client's subject, ``client:`` and its client_id (compared exactly:
+    the actor of what a client_credentials token did, SCIM's provisioning for one)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs)
+        if UUID.fullmatch(value):
+            return value.lower()
+        if value.startswith(CLIENT_SUBJECT_PREFIX) and len(value) > len(CLIENT_SUBJECT_PREFIX):
+            return value
+        raise ValidationError("Not a valid UUID, nor client:CLIENT_ID.")
+
+
 class AuditQuerySchema(KnownEvents, ListQuerySchema):
     event = fields.String(validate=event_pattern, **d("An event name, or a prefix ending in .* (user.*).",
                                                       pattern=EVENT_PATTERN.pattern))
-    actor_uuid = Uuid("Who acted.")
+    actor_uuid = Actor(validate=[validate.Length(1, 200), plain_text],
+                       **d("Who acted: a user's uuid (in any case), or client:CLIENT_ID for a machine client.",
+                           pattern=TEXT_PATTERN))
     target_uuid = Target(validate=[validate.Length(1, 64), plain_text],
                          **d("What was acted on (a user, group, membership, role, session uuid, in any case;"
                              " a key's kid, exactly).", pattern=TEXT_PATTERN))

@@ -30,7 +30,7 @@ extension, members' ``display``; a PATCH on such an attribute changes nothing. P
 takes Microsoft Entra's forms too: ``remove`` with a ``value`` selecting what to
 remove, and an ``add``/``replace`` whose path filter matches nothing adds the entry.
 
-No bulk (``/Bulk`` answers 501). Filtering, sorting and ETags are supported; see
+No bulk (``/Bulk`` answers 404: no such resource). Filtering, sorting and ETags are supported; see
 :mod:`locky.scim.filters` for the cap on filters that need a scan.
 """
 
