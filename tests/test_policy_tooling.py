@@ -88,7 +88,7 @@ def test_check_passes_on_the_shipped_policy(locky):
     status, data = run_json(locky, "policy", "check", str(SHIPPED))
     assert status == 0
     assert data["ok"] is True and data["problems"] == []
-    assert data["roles"] == ["admin", "client", "maintainer", "member", "owner", "user", "viewer"]
+    assert data["roles"] == ["admin", "client", "maintainer", "member", "owner", "provisioner", "user", "viewer"]
     assert data["lines"]["p"] > 0 and data["lines"]["g"] > 0
 
 
