@@ -32,7 +32,7 @@ UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 UNSTORABLE_TEXT = "Must not contain NUL characters or unpaired surrogates."
 
 
-def _unstorable(value: Any) -> bool:
+def holds_unstorable(value: Any) -> bool:
     """Whether any string in ``value`` holds unstorable text; a loop, not recursion, so
     nesting as deep as the JSON parser allows cannot exhaust the stack."""
     stack = [value]
@@ -102,8 +102,8 @@ def read_json(req: falcon.Request, max_bytes: int) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise Invalid.one("body", "The body must be a JSON object.")
     for key, value in data.items():
-        if _unstorable(key) or _unstorable(value):
-            raise Invalid.one("body" if _unstorable(key) else key, UNSTORABLE_TEXT)
+        if holds_unstorable(key) or holds_unstorable(value):
+            raise Invalid.one("body" if holds_unstorable(key) else key, UNSTORABLE_TEXT)
     return data
 
 
@@ -131,8 +131,8 @@ def load_query(schema: Schema, req: falcon.Request) -> dict[str, Any]:
     for key, value in req.params.items():
         if isinstance(value, list):
             raise Invalid.one(key, "Give this parameter once.")
-        if _unstorable(key) or _unstorable(value):
-            raise Invalid.one("query" if _unstorable(key) else key, UNSTORABLE_TEXT)
+        if holds_unstorable(key) or holds_unstorable(value):
+            raise Invalid.one("query" if holds_unstorable(key) else key, UNSTORABLE_TEXT)
         params[key] = value
     return load(schema, params)
 
@@ -192,7 +192,7 @@ def read_json_or_form(req: falcon.Request, max_bytes: int) -> dict[str, Any]:
     for key, value in pairs:
         if key in data:
             raise Invalid.one(key, "Give this field once.")
-        if _unstorable(key) or _unstorable(value):
-            raise Invalid.one("body" if _unstorable(key) else key, UNSTORABLE_TEXT)
+        if holds_unstorable(key) or holds_unstorable(value):
+            raise Invalid.one("body" if holds_unstorable(key) else key, UNSTORABLE_TEXT)
         data[key] = value
     return data

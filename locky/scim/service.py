@@ -27,30 +27,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from scim2_models import Context, ForbiddenException, InvalidValueException
 from scim2_server.routing import Operation
 from scim2_server.service import ScimService
 
-from locky.http.media import UNSTORABLE, UNSTORABLE_TEXT
+from locky.http.media import UNSTORABLE_TEXT, holds_unstorable
 
 READS = frozenset({Operation.query, Operation.search, Operation.search_with_body})
-
-
-def _unstorable(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if UNSTORABLE.search(item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
 
 
 class LockyScimService(ScimService):
@@ -70,7 +54,7 @@ class LockyScimService(ScimService):
             data = json.loads(body) if body else None
         except (ValueError, RecursionError):
             return  # the library answers invalidSyntax
-        if _unstorable(data):
+        if holds_unstorable(data):
             raise InvalidValueException(detail=UNSTORABLE_TEXT)
 
     def read_body(self, model, body, content_type, scim_ctx):
