@@ -1,4 +1,4 @@
-"""The OpenID provider's pages (docs/http/oauth.md, CONTRACT §15) in a real headless
+"""The OpenID provider's pages (docs/http/oauth.md) in a real headless
 Chromium against a real ``locky serve`` on 127.0.0.1, with a relying party's callback
 served on another port of 127.0.0.1 to receive the redirects.
 

@@ -1,4 +1,4 @@
-"""Passkeys through the API (CONTRACT §16, docs/http/accounts.md#passkeys): a user registers,
+"""Passkeys through the API (docs/http/accounts.md#passkeys): a user registers,
 lists, renames and removes passkeys, and signs in with one, discoverable or named by email.
 
 The browser side is tests/support/webauthn_authenticator.py: a software authenticator

@@ -1,4 +1,4 @@
-"""Passkeys in a real browser (CONTRACT §16, docs/passkeys.md): headless Chromium with its
+"""Passkeys in a real browser (docs/http/accounts.md#passkeys, docs/passkeys.md): headless Chromium with its
 virtual authenticator (WebDriver's ``addVirtualAuthenticator``: a platform authenticator
 that keeps discoverable credentials and verifies its user) against a real ``locky serve``.
 

@@ -344,7 +344,7 @@ def test_with_an_hmac_algorithm_the_jwks_is_empty_until_a_client_needs_id_token_
 def assert_metadata(metadata: dict[str, Any], base: str, issuer: str) -> None:
     assert metadata["issuer"] == issuer
     assert metadata["jwks_uri"] == base + JWKS
-    # The OpenID provider's endpoints and grants (CONTRACT §15 replaced the login's).
+    # The OpenID provider's endpoints and grants (docs/http/oauth.md; they replaced the login's).
     assert metadata["token_endpoint"] == base + "/oauth/token"
     assert metadata["authorization_endpoint"] == base + "/oauth/authorize"
     assert metadata["introspection_endpoint"] == base + INTROSPECT

@@ -43,7 +43,6 @@ from webauthn.helpers.structs import (
     AuthenticatorSelectionCriteria,
     AuthenticatorTransport,
     PublicKeyCredentialDescriptor,
-    RegistrationCredential,
     ResidentKeyRequirement,
     UserVerificationRequirement,
 )
@@ -60,7 +59,7 @@ LOGIN = "passkey.login"
 #: The subject of a sign-in challenge made for no particular account (a discoverable
 #: credential): never a user's uuid.
 ANY_USER = "*"
-#: How long a ceremony's challenge lives (CONTRACT §16: five minutes); also the
+#: How long a ceremony's challenge lives (docs/http/accounts.md#passkeys: five minutes); also the
 #: ``timeout`` the browser is given.
 CHALLENGE_TTL = timedelta(minutes=5)
 #: The most passkeys one account keeps: enough for every device of a person, and a
@@ -319,7 +318,7 @@ class Passkeys:
 
 class UnknownPasskey(Invalid):
     """A sign-in with a passkey no account has (400 on ``credential``, as every other
-    refusal of an answer, CONTRACT §16)."""
+    refusal of an answer, docs/http/accounts.md#passkeys)."""
 
     def __init__(self):
         super().__init__({"credential": UNKNOWN_PASSKEY})

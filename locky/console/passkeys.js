@@ -1,4 +1,4 @@
-// The signed-in user's passkeys (CONTRACT §16), on their own page: the list (name, when
+// The signed-in user's passkeys (docs/http/accounts.md#passkeys), on their own page: the list (name, when
 // made, when last used), adding one (named), renaming and removing. Adding and removing
 // need a recent authentication (§19): when the service says "Recent authentication
 // required" (403), the section asks for the password, confirms it with

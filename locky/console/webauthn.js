@@ -1,4 +1,4 @@
-// Passkeys in the browser (CONTRACT §16): the WebAuthn calls shared by the console and
+// Passkeys in the browser (docs/http/accounts.md#passkeys): the WebAuthn calls shared by the console and
 // the OpenID provider's sign-in page. Locky sends ceremony options in the JSON form of
 // WebAuthn Level 3 and takes back ``PublicKeyCredential.toJSON()``; browsers that do
 // not have those two helpers yet get the same conversion here (base64url <-> bytes).

@@ -1,7 +1,7 @@
 """The authorization endpoint and its pages (docs/http/oauth.md): ``GET|POST
 /oauth/authorize`` and the posts of its sign-in, second-factor and consent forms.
 
-The sign-in page has a second form, "Sign in with a passkey" (CONTRACT §16), shown by
+The sign-in page has a second form, "Sign in with a passkey" (docs/http/accounts.md#passkeys), shown by
 its script when the browser has WebAuthn: it posts the authenticator's answer and goes
 on exactly as the password form does.
 

@@ -5,7 +5,7 @@ HTML-escaped. They need no JavaScript and take their look from the console's CSS
 Every page goes out with the same strict headers: styles and images only from Locky, no
 framing, no caching, no referrer, and no script at all except on the sign-in page,
 which runs one file of Locky's own (``/console/signin-passkey.js``: "Sign in with a
-passkey", CONTRACT §16) and may call Locky alone; without it that page works as before.
+passkey", docs/http/accounts.md#passkeys) and may call Locky alone; without it that page works as before.
 Forms may post only to Locky, and to the origin of the verified redirect URI the flow
 ends at: Chrome and Safari apply ``form-action`` to the redirect that answers a form's
 post too, so ``'self'`` alone would stop the sign-in's last step (the redirect to the

@@ -1,6 +1,6 @@
 """GET|POST /oauth/userinfo and the provider's metadata (docs/http/oauth.md): the claims
 of the granted scopes, RFC 6750's refusals, the discovery document with every field of
-CONTRACT §15 and the RFC 8414 document naming the same endpoints; and the transport
+docs/http/oauth.md and the RFC 8414 document naming the same endpoints; and the transport
 decision for an issuer of plain http."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_userinfo_refuses_bad_tokens_with_a_bearer_challenge(locky_app, locky_cl
     refused(locky_client.simulate_get(USERINFO, headers={"Authorization": f"Bearer {fresh}"}), 401, "invalid_token")
 
 
-#: What CONTRACT §15 says the discovery document holds.
+#: What docs/http/oauth.md says the discovery document holds.
 DISCOVERY_FIELDS = {
     "issuer", "authorization_endpoint", "token_endpoint", "userinfo_endpoint", "jwks_uri", "end_session_endpoint",
     "revocation_endpoint", "introspection_endpoint", "scopes_supported", "response_types_supported",

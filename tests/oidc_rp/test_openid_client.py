@@ -1,4 +1,4 @@
-"""Locky's OpenID provider (docs/http/oauth.md, CONTRACT §15) driven by a certified
+"""Locky's OpenID provider (docs/http/oauth.md) driven by a certified
 third-party relying party, panva's ``openid-client`` (npm, pinned in package.json and
 package-lock.json beside this file), run on Node as its users run it: discovery over
 plain http to 127.0.0.1 (``allowInsecureRequests``), the code flow with PKCE for
@@ -64,7 +64,7 @@ if MISSING:
     pytest.skip(f"openid-client tests skipped: {MISSING}", allow_module_level=True)
 
 
-# -- the clients (CONTRACT §15 registration bodies) ---------------------------------------
+# -- the clients (docs/http/oauth.md registration bodies) ---------------------------------------
 
 #: label -> registration body; the labels are the ones rp.mjs uses.
 CLIENTS = {

@@ -1,4 +1,4 @@
-"""Locky's SCIM 2.0 service (docs/http/scim.md, CONTRACT §17) checked by a third-party
+"""Locky's SCIM 2.0 service (docs/http/scim.md) checked by a third-party
 compliance tester, ``scim2-tester`` (PyPI; python-scim's checks of RFC 7643 and RFC
 7644), run as its users run it: ``check_server`` with scim2-client's httpx2 engine
 against a real ``locky serve`` on 127.0.0.1.

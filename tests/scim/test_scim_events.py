@@ -1,4 +1,4 @@
-"""CONTRACT §18 for SCIM: every event a SCIM change records in the audit trail is
+"""One vocabulary of events (docs/events.md) for SCIM: every event a SCIM change records in the audit trail is
 announced to plugins (``locky_event``) after its transaction commits, under the same
 name, actor, target and details, ``details.via`` = ``"scim"`` included; a refused SCIM
 request announces nothing."""

@@ -1,4 +1,4 @@
-"""SCIM 2.0 as Locky's own records (docs/http/scim.md, CONTRACT §17), through the front
+"""SCIM 2.0 as Locky's own records (docs/http/scim.md), through the front
 door: what a provisioning client writes at ``/scim/v2`` is what ``/v1``, sign-in and
 the audit trail see, and the other way round.
 
