@@ -358,7 +358,7 @@ def merge(rows: list[Row]) -> Row:
 # -- the run ----------------------------------------------------------------------------------
 
 
-def database(engine: str, workdir: Path, args) -> str | None:
+def database(engine: str, workdir: Path, args, name: str = DB_NAME) -> str | None:
     """The scratch database of ``engine``, or ``None`` (with the reason logged) when its server does not answer."""
     from .run import prepare_database, unreachable
 
@@ -367,15 +367,15 @@ def database(engine: str, workdir: Path, args) -> str | None:
     if why:
         print(f"[{engine}] skipped: {why}", file=sys.stderr)
         return None
-    return prepare_database(engine, workdir, server, DB_NAME)
+    return prepare_database(engine, workdir, server, name)
 
 
-def drop(engine: str, args) -> None:
+def drop(engine: str, args, name: str = DB_NAME) -> None:
     """Drop the scratch database of a server engine (its server stopped)."""
     from .run import drop_databases
 
     if engine != "sqlite":
-        drop_databases(engine, {"postgres": args.postgres_url, "mysql": args.mysql_url}[engine], [DB_NAME])
+        drop_databases(engine, {"postgres": args.postgres_url, "mysql": args.mysql_url}[engine], [name])
 
 
 def bench(engine: str, database_url: str, workdir: Path, args, log) -> list[Row]:
