@@ -48,6 +48,8 @@ class Operation:
     status: int = 200
     response: type[Schema] | str | None = None
     body: type[Schema] | str | None = None
+    #: Whether a request may leave the body out (then it is read as ``{}``).
+    body_required: bool = True
     query: type[Schema] | None = None
     public: bool = False
     errors: tuple[int, ...] = ()

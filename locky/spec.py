@@ -205,7 +205,7 @@ def _operation(route: Route, op) -> dict[str, Any]:
     if op.query is not None:
         parameters.append({"in": "query", "schema": op.query})
     if op.body is not None:
-        parameters.append({"in": "body", "name": "body", "required": True, "schema": _ref(op.body)})
+        parameters.append({"in": "body", "name": "body", "required": op.body_required, "schema": _ref(op.body)})
     success: dict[str, Any] = {"description": STATUS_TEXT.get(op.status, "Success")}
     if op.response is not None:
         success["schema"] = _ref(op.response)

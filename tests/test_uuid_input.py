@@ -17,6 +17,7 @@ import re
 import pytest
 
 from authz_helpers import assert_fields
+from locky.audit.schemas import ACTOR_PATTERN
 from locky.schemas import UUID_PATTERN
 
 MEMBERS = "/v1/private/members"
@@ -175,7 +176,11 @@ def test_the_document_states_the_accepted_uuids(locky_app):
         if where == "/internal/audit target_uuid":
             continue  # a uuid or a key's kid: free text
         rule = {k: v for k, v in schema.items() if k in ("type", "pattern")}
-        assert rule == {"type": "string", "pattern": UUID_PATTERN}, where
+        if where == "/internal/audit actor_uuid":  # a user's uuid, or a machine client's client:CLIENT_ID
+            assert rule == {"type": "string", "pattern": ACTOR_PATTERN}, where
+            assert jsonschema_rs.Draft4Validator(rule).is_valid("client:reports")
+        else:
+            assert rule == {"type": "string", "pattern": UUID_PATTERN}, where
         validator = jsonschema_rs.Draft4Validator(rule)
         for value in (V1, V7, V7.upper(), "3F2B6C1E-8a4d-4E5F-9b7c-2d1e0f9a8b7c"):
             assert validator.is_valid(value), (where, value)

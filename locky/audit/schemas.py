@@ -15,6 +15,7 @@ from locky.schemas import (
     TEXT_PATTERN,
     UUID,
     UUID4_PATTERN,
+    UUID_PATTERN,
     ListQuerySchema,
     RequestSchema,
     Timestamp,
@@ -90,6 +91,10 @@ class Target(fields.String):
         return value.lower() if UUID.fullmatch(value) else value
 
 
+#: A user's uuid, or a machine client's subject (``client:`` and its client_id).
+ACTOR_PATTERN = "^(?:" + UUID_PATTERN.strip("^$") + "|client:[^\\x00-\\x1f\\x7f]+)$"
+
+
 class Actor(fields.String):
     """The ``actor_uuid`` filter: a user's uuid (any case, lowercased as the trail stores
     it) or a machine client's subject, ``client:`` and its client_id (compared exactly:
@@ -101,7 +106,7 @@ class Actor(fields.String):
             return value.lower()
         if value.startswith(CLIENT_SUBJECT_PREFIX) and len(value) > len(CLIENT_SUBJECT_PREFIX):
             return value
-        raise ValidationError("Not a valid UUID, nor client:CLIENT_ID.")
+        raise ValidationError("Not a valid UUID.")  # as every uuid field says it
 
 
 class AuditQuerySchema(KnownEvents, ListQuerySchema):
@@ -109,7 +114,7 @@ class AuditQuerySchema(KnownEvents, ListQuerySchema):
                                                       pattern=EVENT_PATTERN.pattern))
     actor_uuid = Actor(validate=[validate.Length(1, 200), plain_text],
                        **d("Who acted: a user's uuid (in any case), or client:CLIENT_ID for a machine client.",
-                           pattern=TEXT_PATTERN))
+                           pattern=ACTOR_PATTERN))
     target_uuid = Target(validate=[validate.Length(1, 64), plain_text],
                          **d("What was acted on (a user, group, membership, role, session uuid, in any case;"
                              " a key's kid, exactly).", pattern=TEXT_PATTERN))

@@ -138,7 +138,8 @@ def routes(context, accounts: Accounts) -> list[Route]:
         )),
         Route("/v1/public/users/login/passkey/options", LoginOptions(context, service), (
             Operation("post", "Options to sign in with a passkey (navigator.credentials.get)", "users",
-                      body=PasskeyLoginOptionsRequestSchema, response=PasskeyRequestOptionsSchema, public=True,
+                      body=PasskeyLoginOptionsRequestSchema, body_required=False,
+                      response=PasskeyRequestOptionsSchema, public=True,
                       errors=(400, 413, 415, 503),
                       description="The JSON form PublicKeyCredential.parseRequestOptionsFromJSON takes; the"
                                   " body may be empty or {}. Without an email, allowCredentials is empty (a"

@@ -287,6 +287,18 @@ OAUTH_CLIENT_RULES = {oauth_clients.PUBLIC_WITHOUT_CREDENTIALS, oauth_clients.CO
                       oauth_clients.TYPE_FIXED, oauth_clients.PUBLIC_HAS_NO_SECRET}
 
 
+PASSKEY_ANSWERS = ("/private/users/me/passkeys", "/public/users/login/passkey")
+
+
+def passkey_answer_refused_rightly(case, body: dict) -> bool:
+    """Whether a 400 is a passkey answer that did not verify (docs/http/accounts.md#passkeys):
+    the document can only say it is an object, what a browser's authenticator made of a
+    challenge; no generated object is one, so ``{"credential": ...}`` is the right answer."""
+    return case.operation.path in PASSKEY_ANSWERS and body.keys() == {"credential"} and \
+        body["credential"].startswith(("The passkey could not be verified", "The challenge is unknown",
+                                       "No account has this passkey", "Must not contain NUL characters"))
+
+
 def oauth_client_rule_refused_rightly(case, body: dict) -> bool:
     """Whether a 400 of the OAuth client rules the document states in words
     (docs/http/oauth.md: a redirect URI's form, the rules between fields) is what those
@@ -353,6 +365,9 @@ def fuzz(app, client: RecordingClient, examples: int) -> Run:
                 return False
             if oauth_client_rule_refused_rightly(case, body):
                 run.ignored["oauth client rule 400"] += 1
+                return False
+            if passkey_answer_refused_rightly(case, body):
+                run.ignored["passkey answer 400"] += 1
                 return False
         if name == "AcceptedNegativeData" and response.status_code < 300 and password_valid_by_bytes(document, case):
             run.ignored["password counted in bytes"] += 1
