@@ -78,6 +78,12 @@ def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> Sea
     """One page of the resources of ``kinds`` (``User``, ``Group``: one of them, or both
     for a search at the root, RFC 7644 section 3.4.2.1) the request selects."""
     scim_filter = search_request.filter
+    start = search_request.start_index_0 or 0
+    stop = None if search_request.count is None else start + search_request.count
+    if scim_filter is None and search_request.sort_by is None:
+        # Every record matches, in id order: only the page answered becomes a resource.
+        records = [(kind, r) for kind in kinds for r in _records(context, kind, None)]
+        return SearchPage(len(records), [_resource(context, kind, r) for kind, r in records[start:stop]])
     # A user's groups and a group's members (and so its version) cost a read of
     # memberships each: read them only for the page answered, unless the filter or the
     # order looks at them.
@@ -94,18 +100,19 @@ def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> Sea
     found = [r for r in resources if scim_filter is None or scim_filter.match(r)]
     if search_request.sort_by is not None:
         found = search_request.sort(found)
-    start = search_request.start_index_0 or 0
-    stop = None if search_request.count is None else start + search_request.count
     page = found[start:stop]
     if not complete:
         page = [_completed(context, r) for r in page]
     return SearchPage(len(found), page)
 
 
+def _resource(context, kind: str, record):
+    """The whole resource of a record (with its memberships)."""
+    return mapping.user_resource(context, record) if kind == "User" else mapping.group_resource(context, record)
+
+
 def _completed(context, resource):
     """A resource read without its memberships, with them (and its true version)."""
-    if resource.meta.resource_type == "User":
-        user = context.storage.users.get_by_uuid(resource.id)
-        return mapping.user_resource(context, user) if user is not None else resource
-    group = context.storage.groups.get_by_uuid(resource.id)
-    return mapping.group_resource(context, group) if group is not None else resource
+    kind = resource.meta.resource_type
+    record = (context.storage.users if kind == "User" else context.storage.groups).get_by_uuid(resource.id)
+    return _resource(context, kind, record) if record is not None else resource
