@@ -419,11 +419,9 @@ def bench(engine: str, database_url: str, workdir: Path, args, log) -> list[Row]
         return [merge(r) for r in rows.values()]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.oauth", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--engines", default="sqlite", help="comma-separated: sqlite, postgres, mysql")
-    parser.add_argument("--seconds", type=float, default=5, help="length of each measured wrk run")
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each scenario (the table shows medians)")
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a benchmark of one ``locky serve`` under wrk: load, the database
+    servers' addresses, where its files go and where the rows are written."""
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--postgres-url", default=os.environ.get("LOCKY_BENCH_POSTGRES_URL",
@@ -431,6 +429,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mysql-url", default=os.environ.get("LOCKY_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"))
     parser.add_argument("--workdir", help="where databases and server logs go (default: a temporary directory)")
     parser.add_argument("--json", help="also write the rows to this file")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.oauth", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engines", default="sqlite", help="comma-separated: sqlite, postgres, mysql")
+    parser.add_argument("--seconds", type=float, default=5, help="length of each measured wrk run")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each scenario (the table shows medians)")
+    add_server_arguments(parser)
     args = parser.parse_args(argv)
     load.need_wrk()
     if CHAINS < args.connections:

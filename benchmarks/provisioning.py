@@ -36,7 +36,7 @@ from pathlib import Path
 from tests.support.server import locky_server
 
 from . import load
-from .oauth import cpu_seconds, database, drop
+from .oauth import add_server_arguments, cpu_seconds, database, drop
 
 ADMIN, PASSWORD = "admin@bench.example.com", "scim benchmark password 1"
 SECRET = "scim-benchmark-secret-0123456789-abcdefghijkl"
@@ -118,13 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.provisioning", description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", default="sqlite", help="comma-separated: sqlite, postgres, mysql")
     parser.add_argument("--seconds", type=float, default=5, help="length of each measured wrk run")
-    parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--postgres-url", default=os.environ.get("LOCKY_BENCH_POSTGRES_URL",
-                                                                 "postgres://postgres@127.0.0.1:5432/test"))
-    parser.add_argument("--mysql-url", default=os.environ.get("LOCKY_BENCH_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"))
-    parser.add_argument("--workdir", help="where databases and server logs go (default: a temporary directory)")
-    parser.add_argument("--json", help="also write the rows to this file")
+    add_server_arguments(parser)
     args = parser.parse_args(argv)
     load.need_wrk()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="locky-bench-scim-")).resolve()
