@@ -251,6 +251,13 @@ class MemberStore(RecordStore[Member], Protocol):
     def role_of(self, user_uuid: str, group_uuid: str) -> str | None:
         """The role of the user's live membership in the live group, or ``None``."""
 
+    def roles_in(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """:meth:`role_of` of many ``(user_uuid, group_uuid)`` pairs in one read: the role
+        of each pair's live membership in the live group, keyed by the pair; a pair with
+        none (or with a value that is no string) is left out. A batch of checks reads the
+        memberships it needs with it, in one storage round trip (docs/http/authorization.md)."""
+
+
 
 class RoleStore(RecordStore[Role], Protocol):
     """Roles: built-in ones (from the policy files, ``builtin`` true) and custom ones

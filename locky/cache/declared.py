@@ -91,8 +91,8 @@ STORES: dict[str, dict[str, Effect]] = {
         "mark_verified": moves(USER_UUID, "uuid"),
     },
     "groups": {**_RECORD_READS, "create": UNCACHED, "update": UNCACHED, "delete": UNCACHED},
-    # Memberships are read live by authorizers (role_of): they move no revision.
-    "members": {**_RECORD_READS, "role_of": READ, "create": UNCACHED, "delete": UNCACHED},
+    # Memberships are read live by authorizers (role_of, roles_in): they move no revision.
+    "members": {**_RECORD_READS, "role_of": READ, "roles_in": READ, "create": UNCACHED, "delete": UNCACHED},
     "roles": {
         **_RECORD_READS, "custom_permissions": READ,
         "create": moves(REVISION), "update": moves(REVISION), "delete": moves(REVISION),

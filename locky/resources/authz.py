@@ -8,7 +8,8 @@ decided any other way. Asking needs ``authz`` × ``read``.
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import nullcontext
+from typing import Any, ContextManager
 
 from marshmallow import ValidationError
 
@@ -29,8 +30,10 @@ USER = UserSchema()
 MAX_CHECKS = 100
 
 
-def as_identity(user: User) -> Identity:
-    return Identity(user=user, session_uuid=None, scheme="check")
+def as_identity(user: User, policy_revision: int | None = None) -> Identity:
+    """The checked user as the authorizer sees them; ``policy_revision`` is the caller's
+    (read with their session for this request), so a decision needs no read of it."""
+    return Identity(user=user, session_uuid=None, scheme="check", policy_revision=policy_revision)
 
 
 class Decisions:
@@ -45,8 +48,17 @@ class Decisions:
             found[uuid] = self.users.get_by_uuid(uuid)
         return found[uuid]
 
-    def allowed(self, user: User | None, resource: str, action: str, group_uuid: str | None) -> bool:
-        return user is not None and self.context.allowed(as_identity(user), resource, action, group_uuid=group_uuid)
+    def allowed(self, user: User | None, resource: str, action: str, group_uuid: str | None,
+                policy_revision: int | None = None) -> bool:
+        return user is not None and self.context.allowed(as_identity(user, policy_revision), resource, action,
+                                                         group_uuid=group_uuid)
+
+    def batch(self, pairs: set[tuple[str, str]]) -> ContextManager[Any]:
+        """Around many decisions of one request: an authorizer that can (``batch``, as the
+        bundled ``casbin``) reads the memberships of these ``(user_uuid, group_uuid)``
+        pairs at once, so each decision within is CPU only; another decides as it does."""
+        batch = getattr(self.context.authorizer, "batch", None)
+        return batch(pairs) if batch is not None and pairs else nullcontext()
 
     def capability(self, name: str):
         found = getattr(self.context.authorizer, name, None)
@@ -64,31 +76,41 @@ class AuthzCheck:
         self.load_query = QueryLoader(AuthzQuerySchema())
 
     def on_get(self, req, resp):
-        self.context.require(req.context.identity, "authz", "read")
+        caller = req.context.identity
+        self.context.require(caller, "authz", "read")
         query = self.load_query(req)
         user = self.decisions.user(query["user_uuid"], {})
         group_uuid = query.get("group_uuid")
-        allowed = self.decisions.allowed(user, query["resource"], query["action"], group_uuid)
+        revision = caller.policy_revision  # None: the authorizer reads storage's
+        allowed = self.decisions.allowed(user, query["resource"], query["action"], group_uuid, revision)
         answer: dict[str, Any] = {"allowed": bool(allowed)}
         if query["explain"]:
             explain = self.decisions.capability("explain")
             roles, matched = [], []
             if user is not None:
-                explanation = explain(user, query["resource"], query["action"], group_uuid=group_uuid)
+                explanation = explain(user, query["resource"], query["action"], group_uuid=group_uuid,
+                                      policy_revision=revision)
                 roles = explanation.roles
                 matched = explanation.matched if allowed else []  # a veto leaves nothing that allowed it
             answer.update(matched=matched, roles=roles)
         resp.media = answer
 
     def on_post(self, req, resp):
-        self.context.require(req.context.identity, "authz", "read")
+        caller = req.context.identity
+        self.context.require(caller, "authz", "read")
         checks = self._checks(read_json(req, self.context.settings.max_body_bytes))
         users: dict[str, User | None] = {}
-        resp.media = {"results": [
-            {"allowed": bool(self.decisions.allowed(self.decisions.user(c["user_uuid"], users), c["resource"],
-                                                    c["action"], c.get("group_uuid")))}
-            for c in checks
-        ]}
+        asked = [(self.decisions.user(c["user_uuid"], users), c) for c in checks]
+        # One read of the memberships the batch needs, and one policy revision for all
+        # (the caller's, or storage's read once): each decision is then CPU only.
+        revision = caller.policy_revision if caller.policy_revision is not None else self.context.storage.revision()
+        pairs = {(user.uuid, c["group_uuid"]) for user, c in asked if user is not None and c.get("group_uuid") is not None}
+        with self.decisions.batch(pairs):
+            resp.media = {"results": [
+                {"allowed": bool(self.decisions.allowed(user, c["resource"], c["action"], c.get("group_uuid"),
+                                                        revision))}
+                for user, c in asked
+            ]}
 
     @staticmethod
     def _checks(body: Any) -> list[dict]:

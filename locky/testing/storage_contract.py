@@ -657,6 +657,34 @@ class StorageContract:
         assert seen == [0]  # called once, with nothing inserted yet
         assert seeded.members.get(member.id) == member and member.role == "viewer"
 
+    def test_member_roles_in_reads_many_pairs_as_role_of_does(self, seeded):
+        owner = self.user(seeded)
+        bob = self.user(seeded, "bob@example.com", "Bob")
+        carol = self.user(seeded, "carol@example.com", "Carol")
+        one, two = self.group(seeded, owner, "one"), self.group(seeded, owner, "two")
+        gone = self.group(seeded, owner, "gone")
+        seeded.members.create(group_uuid=one.uuid, user_uuid=bob.uuid, role="viewer")
+        seeded.members.create(group_uuid=two.uuid, user_uuid=bob.uuid, role="member")
+        left = seeded.members.create(group_uuid=two.uuid, user_uuid=carol.uuid, role="member")
+        seeded.members.delete(left.id)
+        seeded.members.create(group_uuid=gone.uuid, user_uuid=carol.uuid, role="member")
+        seeded.groups.delete(gone.id)
+        nobody = "00000000-0000-4000-8000-000000000000"
+        pairs = [(u.uuid, g.uuid) for u in (owner, bob, carol) for g in (one, two, gone)]
+        pairs += [(bob.uuid, nobody), (nobody, one.uuid), (bob.uuid, one.uuid), (None, one.uuid), (bob.uuid, 7)]
+        expected = {pair: seeded.members.role_of(*pair) for pair in pairs[:9]}
+        assert seeded.members.roles_in(iter(pairs)) == {p: r for p, r in expected.items() if r is not None}
+        assert seeded.members.roles_in(pairs) == {
+            (owner.uuid, one.uuid): "owner", (owner.uuid, two.uuid): "owner",
+            (bob.uuid, one.uuid): "viewer", (bob.uuid, two.uuid): "member"}
+        assert seeded.members.roles_in([]) == {}
+        # Many users and groups at once (more than fit one list of values).
+        users = [self.user(seeded, f"u{i}@example.com", f"U{i}") for i in range(140)]
+        for user in users[::3]:
+            seeded.members.create(group_uuid=one.uuid, user_uuid=user.uuid, role="member")
+        wanted = [(u.uuid, one.uuid) for u in users] + [(u.uuid, two.uuid) for u in users]
+        assert seeded.members.roles_in(wanted) == {(u.uuid, one.uuid): "member" for u in users[::3]}
+
     def test_one_live_membership_per_group_and_user(self, seeded):
         owner = self.user(seeded)
         bob = self.user(seeded, "bob@example.com", "Bob")

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import casbin
 
@@ -47,6 +49,21 @@ POLICY_CACHE = Watcher(
     "casbin policy snapshot and global grants", frozenset({REVISION}),
     "Storage.revision, read with every request's session: a new number loads a new snapshot",
 )
+
+
+@dataclass(frozen=True)
+class _Memberships:
+    """The memberships a batch of decisions read at once (:meth:`CasbinAuthorizer.batch`):
+    the roles found for the pairs ``asked`` (a pair asked and not found holds none), for
+    the authorizer ``owner`` only."""
+
+    owner: object
+    asked: frozenset[tuple[str, str]]
+    roles: dict[tuple[str, str], str]
+
+
+#: The memberships of the batch being decided in this context (this request), if any.
+_BATCH: ContextVar[_Memberships | None] = ContextVar("locky_casbin_batch", default=None)
 
 
 class _PolicySnapshot:
@@ -249,10 +266,33 @@ class CasbinAuthorizer:
         subjects.extend(grants)
         held = [(subject, "global") for subject in subjects]
         if group_uuid is not None:
-            role = self.storage.members.role_of(user.uuid, group_uuid)
+            role = self._role_of(user.uuid, group_uuid)
             if role is not None and role not in GLOBAL_ROLES:
                 held.append((role, "group"))
         return held
+
+    def _role_of(self, user_uuid: str, group_uuid: str) -> str | None:
+        """The user's role in the group: from the batch being decided when it read this
+        pair, else from storage (memberships are read live, never kept)."""
+        batch = _BATCH.get()
+        if batch is not None and batch.owner is self and (user_uuid, group_uuid) in batch.asked:
+            return batch.roles.get((user_uuid, group_uuid))
+        return self.storage.members.role_of(user_uuid, group_uuid)
+
+    @contextmanager
+    def batch(self, pairs: Iterable[tuple[str, str]]) -> Iterator[None]:
+        """Around a batch of decisions made for one request (``POST
+        /v1/internal/authz/check``, docs/http/authorization.md): the memberships of the
+        ``(user_uuid, group_uuid)`` pairs they need are read in one storage call
+        (``members.roles_in``), and each decision within reads them from there, so it
+        costs no round trip. What they decide is what they decide one by one: the same
+        memberships, read live at the start of the batch."""
+        asked = frozenset(pairs)
+        token = _BATCH.set(_Memberships(self, asked, self.storage.members.roles_in(asked) if asked else {}))
+        try:
+            yield
+        finally:
+            _BATCH.reset(token)
 
     def is_allowed(self, user: User, resource: str, action: str, *, group_uuid=None, own=False,
                    policy_revision: int | None = None) -> bool:

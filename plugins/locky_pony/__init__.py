@@ -9,7 +9,8 @@ Registered as the storage provider ``pony``; the engine is chosen by
 - :mod:`.reader` (where a plain-SQL read runs) and :mod:`.reads` (the read layer: every
   read of a record, one statement each, and how a record is built from stored values);
   :mod:`.inserts` (a create's record built from the values it wrote);
-- :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes),
+- :mod:`.stores` (users, groups, members, roles: what reads mean, and the writes), with
+  :mod:`.member_reads` (the roles of many memberships in one read, for a batch of checks),
   :mod:`.sessions` (login sessions, the login throttle, grants), :mod:`.lifecycle`
   (single-use codes, the mail outbox, TOTP, signing keys), :mod:`.audit` (the audit
   trail, webhooks and their deliveries), :mod:`.oauth` (the OpenID provider's clients,
@@ -37,6 +38,7 @@ from .database import bind_arguments, open_database
 from .deadline import WATCHDOG
 from .guard import CONFLICT, classify, from_database, transaction, unavailable, writes_refused
 from .lifecycle import CodeStore, KeyStore, Outbox, TotpStore
+from .member_reads import MemberStore
 from .notify import open_bus
 from .oauth import AuthorizationCodeStore, ConsentStore, OAuthClientStore
 from .passkeys import PasskeyStore
@@ -44,7 +46,7 @@ from .reader import Reader
 from .replicas import REPLICA_POOL_WAIT, Replicas
 from .revision_bus import RevisionBus
 from .sessions import GrantStore, LoginThrottle, SessionStore
-from .stores import GroupStore, MemberStore, RoleStore, UserStore
+from .stores import GroupStore, RoleStore, UserStore
 
 
 class PonyStorage:

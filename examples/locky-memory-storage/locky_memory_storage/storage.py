@@ -320,6 +320,14 @@ class MemberStore(_Records):
             found = self._live_where(group_uuid=group_uuid, user_uuid=user_uuid)
             return found[0].role if found else None
 
+    def roles_in(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        wanted = {(u, g) for u, g in pairs if isinstance(u, str) and isinstance(g, str)}
+        with self.lock:
+            return {(m.user_uuid, m.group_uuid): m.role for m in self.rows.values()
+                    if self._matches(m, {}) and (m.user_uuid, m.group_uuid) in wanted
+                    and self.db.groups.get_by_uuid(m.group_uuid) is not None}
+
+
 
 class RoleStore(_Records):
     filters = ("name",)

@@ -1,0 +1,73 @@
+"""Memberships read many at once: :meth:`MemberStore.roles_in`, the roles of a batch of
+(user, group) pairs in one SELECT.
+
+An authorizer asked a batch of checks (``POST /v1/internal/authz/check``, up to 100:
+docs/http/authorization.md) reads here, once, the memberships every group-scoped check of the
+batch needs, instead of one ``role_of`` round trip per check.
+
+The statement selects the live memberships whose user is one of the batch's users and
+whose group is one of its groups (the ``(user_uuid, del_token, id)`` index finds them);
+the pairs asked for are then picked out. Its ``IN`` lists are padded to a power of two
+(the last value repeated), so a handful of statement texts serve every batch: each is
+prepared once per connection on PostgreSQL (:mod:`.reader`), not once per batch size.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from . import stores
+from .reads import column
+
+#: The most values one ``IN`` list holds; more users (or groups) take more statements.
+CHUNK = 128
+
+
+def _padded(values: list[str]) -> list[str]:
+    """``values`` (not empty) repeated at the end to the next power of two."""
+    size = 1
+    while size < len(values):
+        size *= 2
+    return values + [values[-1]] * (size - len(values))
+
+
+def _chunks(values: list[str]) -> list[list[str]]:
+    return [values[i:i + CHUNK] for i in range(0, len(values), CHUNK)]
+
+
+class MemberStore(stores.MemberStore):
+    """The bundled member store, with the batch read of roles."""
+
+    def __init__(self, entities, reader):
+        super().__init__(entities, reader)
+        self._by_size: dict[tuple[int, int], object] = {}
+
+    def _statement(self, users: int, groups: int):
+        """The SELECT for ``users`` user uuids and ``groups`` group uuids (built once each)."""
+        found = self._by_size.get((users, groups))
+        if found is None:
+            reads = self.reads
+            provider, entity = reads.provider, reads.entity
+            user_col, group_col = column(provider, entity, "user_uuid"), column(provider, entity, "group_uuid")
+            found = self._by_size[(users, groups)] = reads.reader.statement(
+                f"SELECT {user_col}, {group_col}, {column(provider, entity, 'role')} FROM {reads.columns.table}"
+                f" WHERE {user_col} IN ({', '.join(['{}'] * users)})"
+                f" AND {reads.live} AND {group_col} IN ({', '.join(['{}'] * groups)})")
+        return found
+
+    def roles_in(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        wanted = {(u, g) for u, g in pairs if isinstance(u, str) and isinstance(g, str)}
+        if not wanted:
+            return {}
+        users = sorted({u for u, _ in wanted})
+        groups = sorted({g for _, g in wanted})
+        found: dict[tuple[str, str], str] = {}
+        for user_chunk in _chunks(users):
+            for group_chunk in _chunks(groups):
+                user_values, group_values = _padded(user_chunk), _padded(group_chunk)
+                statement = self._statement(len(user_values), len(group_values))
+                for user_uuid, group_uuid, role in self.reads.reader.select(
+                        statement, (*user_values, *group_values)):
+                    if (user_uuid, group_uuid) in wanted:
+                        found[(user_uuid, group_uuid)] = role
+        return found

@@ -1,0 +1,125 @@
+"""A batch of checks (``POST /v1/internal/authz/check``, docs/http/authorization.md) reads the
+memberships it needs once: one statement for up to 100 group-scoped checks of many users
+in many groups, not one per check; and each answer is still the single check's.
+
+The statements are counted as SQLite runs them (the read connection's trace callback):
+the SQLite test database only. The answers are compared on every engine
+(``LOCKY_TEST_DATABASE_URL``).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from authz_helpers import NOBODY, add_member, create_group, create_role
+from authz_helpers import check as decide
+
+CHECK = "/v1/internal/authz/check"
+
+
+@pytest.fixture
+def world(locky_client, locky_admin):
+    """8 groups of one owner, 12 users each a member of some of them with several roles."""
+    client = locky_client
+    create_role(client, locky_admin, "billing", [("invoices", "approve")])
+    owner = client.account("owner@example.com")
+    groups = [create_group(client, owner, f"Team {n}")["uuid"] for n in range(8)]
+    users = [client.register(f"person{n}@example.com")["uuid"] for n in range(12)]
+    roles = ("billing", "viewer", "member", "maintainer")
+    for n, user_uuid in enumerate(users):
+        for k, group_uuid in enumerate(groups):
+            if (n + k) % 3 == 0:
+                add_member(client, owner, {"uuid": group_uuid}, user_uuid, roles[(n + k) % len(roles)])
+    return {"owner": owner, "groups": groups, "users": users + [owner.uuid]}
+
+
+def checks_of(world, count: int, seed: int = 5) -> list[dict]:
+    rng = random.Random(seed)
+    asked = [("invoices", "approve"), ("groups", "read"), ("groups", "delete"), ("members", "write"),
+             ("members", "assign:owner")]
+    groups = world["groups"] + [NOBODY]
+    found = []
+    for n in range(count):
+        resource, action = rng.choice(asked)
+        check = {"user_uuid": rng.choice(world["users"] + [NOBODY]), "resource": resource, "action": action}
+        if n % 10:  # most in a group, some global
+            check["group_uuid"] = rng.choice(groups)
+        found.append(check)
+    return found
+
+
+class Statements:
+    """The statements SQLite runs on the storage's read connection of this thread."""
+
+    def __init__(self, storage):
+        reader = storage.reader
+        if reader.direct != "sqlite":
+            pytest.skip("counts statements on the SQLite test database")
+        self.connection = reader._connection()
+        self.seen: list[str] = []
+        self.connection.set_trace_callback(self.seen.append)
+
+    def on(self, table: str) -> list[str]:
+        return [s for s in self.seen if table in s]
+
+    def close(self) -> None:
+        self.connection.set_trace_callback(None)
+
+
+def batch(client, caller, checks):
+    result = client.simulate_post(CHECK, json={"checks": checks}, headers=caller.headers)
+    assert result.status_code == 200, result.text
+    return [r["allowed"] for r in result.json["results"]]
+
+
+def test_a_batch_answers_each_check_as_the_single_check_does(locky_client, locky_user, world):
+    checks = checks_of(world, 100)
+    answers = batch(locky_client, locky_user, checks)
+    singles = [decide(locky_client, locky_user, c["user_uuid"], c["resource"], c["action"], c.get("group_uuid"))
+               for c in checks]
+    assert answers == singles
+    assert True in answers and False in answers
+
+
+def test_a_batch_of_100_reads_the_memberships_in_one_statement(locky_client, locky_user, world):
+    checks = checks_of(world, 100, seed=11)
+    pairs = {(c["user_uuid"], c["group_uuid"]) for c in checks if "group_uuid" in c}
+    assert len(pairs) > 50  # many users in many groups
+    batch(locky_client, locky_user, checks)  # users and grants read, the policy loaded
+    statements = Statements(locky_client.app.context.storage)
+    try:
+        answers = batch(locky_client, locky_user, checks)
+        assert len(statements.on("locky_members")) == 1, statements.on("locky_members")
+        # The same when asked one by one: a membership read per group-scoped check.
+        statements.seen.clear()
+        singles = [decide(locky_client, locky_user, c["user_uuid"], c["resource"], c["action"], c.get("group_uuid"))
+                   for c in checks]
+        assert answers == singles
+        group_scoped_known = sum(1 for c in checks if "group_uuid" in c and c["user_uuid"] != NOBODY)
+        assert len(statements.on("locky_members")) == group_scoped_known
+    finally:
+        statements.close()
+
+
+def test_a_batch_with_no_group_reads_no_membership(locky_client, locky_user, world):
+    checks = [{"user_uuid": u, "resource": "groups", "action": "read"} for u in world["users"]]
+    batch(locky_client, locky_user, checks)
+    statements = Statements(locky_client.app.context.storage)
+    try:
+        assert batch(locky_client, locky_user, checks) == [True] * len(checks)
+        assert statements.on("locky_members") == []
+    finally:
+        statements.close()
+
+
+def test_a_membership_ended_between_two_batches_is_seen_by_the_next(locky_client, locky_user, world):
+    owner, group = world["owner"], world["groups"][0]
+    user = locky_client.register("late@example.com")["uuid"]
+    member = add_member(locky_client, owner, {"uuid": group}, user, "billing")
+    check = [{"user_uuid": user, "resource": "invoices", "action": "approve", "group_uuid": group}] * 3
+    assert batch(locky_client, locky_user, check) == [True] * 3
+    removed = locky_client.simulate_delete(f"/v1/private/members/{member['id']}", headers=owner.headers)
+    assert removed.status_code in (200, 204), removed.text
+    assert batch(locky_client, locky_user, check) == [False] * 3
