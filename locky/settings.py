@@ -32,13 +32,6 @@ from locky.http.client_address import parse_networks
 DEFAULT_DATABASE_FILE = "locky.sqlite"
 #: Token algorithms: asymmetric ones first (keys in storage, published as JWKS).
 JWT_ALGORITHMS = ("ES256", "EdDSA", "RS256", "HS256", "HS384", "HS512")
-#: LOCKY_DATABASE_POOLER: none (straight to PostgreSQL), session (a session-pooling
-#: proxy) or transaction (PgBouncer's transaction pooling).
-POOLERS = ("none", "session", "transaction")
-#: LOCKY_AUTH_CACHE: auto (version on an SQLite file, revision on a database server, off in
-#: memory), off, notify (PostgreSQL LISTEN/NOTIFY), version (SQLite's data version) or
-#: revision (the cache revision read with every session).
-AUTH_CACHES = ("off", "notify", "version", "revision", "auto")
 ASYMMETRIC_ALGORITHMS = ("ES256", "EdDSA", "RS256")
 MIN_SECRET_BYTES = 32
 #: A secret with fewer different characters is a placeholder, not a random value.
@@ -110,34 +103,11 @@ class Settings:
     autoload_plugins: bool = True
     # Storage schema: migrate at startup (under a database lock) or refuse.
     auto_migrate: bool = True
-    # Seconds any one database call may take (connecting, a statement, a lock wait).
+    # Seconds any one database call may take (connecting, a statement, a lock wait): a
+    # bound every storage keeps to, and what the server's worker timeout is sized by
+    # (locky/cli/server.py). The Pony storage's pool, replica and auth-cache settings are
+    # its own (plugins/locky_pony/settings.py).
     db_timeout: int = 5
-    # PostgreSQL and MySQL/MariaDB: connections each worker process may hold (idle or in
-    # use, for all its threads), and seconds a call waits for a free one before a 503.
-    database_pool_size: int = 5
-    database_pool_timeout: int = 5
-    # What stands between Locky and PostgreSQL: "none" or "session" (a session-pooling
-    # proxy): reads run as statements prepared on each connection; "transaction"
-    # (PgBouncer's transaction pooling): nothing may live on a server session, so reads
-    # run plain.
-    database_pooler: str = "none"
-    # PostgreSQL read replicas (comma-separated URLs) for lists, counts and reads by id,
-    # which may then be up to ``database_replica_max_lag`` seconds stale; logins,
-    # authentication, lockout and every write stay on the primary.
-    database_replica_urls: tuple[str, ...] = field(default=(), repr=False)
-    database_replica_max_lag: int = 5
-    # The caller's session and user and the policy revision, read on every request,
-    # served from each worker's memory: "off"; "notify" (PostgreSQL; kept honest by
-    # LISTEN/NOTIFY: a write returns once every worker has dropped what it replaces);
-    # "version" (an SQLite file: emptied whenever SQLite's data version moves, checked
-    # on every use); "auto": "version" on an SQLite file, else "off".
-    auth_cache: str = "auto"
-    # Milliseconds a worker trusts its cache after it last proved itself caught up: the
-    # longest a write waits for a worker that stopped answering.
-    auth_cache_lease_ms: int = 1000
-    # Where the cache listens (a direct connection: LISTEN cannot pass PgBouncer's
-    # transaction pooling); None: LOCKY_DATABASE_URL.
-    database_listen_url: str | None = field(default=None, repr=False)
     login_max_failures: int = 5
     login_window: int = 15 * 60
     # Failed logins one client address may make per window, over all emails.
@@ -255,6 +225,12 @@ class Settings:
         """A copy with ``changes`` applied and validated."""
         return type(self).from_mapping({**dataclasses.asdict(self), **changes})
 
+    def in_memory(self, url: str) -> "Settings":
+        """A copy on the in-memory database ``url``, the settings about the database they were
+        set for (declared ``about_database``: replicas, the auth cache) at their defaults."""
+        about = {name: setting.default for name, setting in bundled_declarations().items() if setting.about_database}
+        return self.replace(database_url=url, **about)
+
     def validate(self) -> None:
         """Check ranges and cross-field rules; raise :class:`SettingsError`."""
         scheme = self.database_url.split(":", 1)[0]
@@ -272,17 +248,6 @@ class Settings:
                 f"LOCKY_JWT_SECRET is not random: it has fewer than {MIN_SECRET_DISTINCT} different"
                 f" characters (not counting spaces); use a random value, {SECRET_ADVICE}"
             )
-        if self.database_replica_urls and scheme not in ("postgres", "postgresql"):
-            raise SettingsError("LOCKY_DATABASE_REPLICA_URLS needs a PostgreSQL LOCKY_DATABASE_URL"
-                                " (read replicas are PostgreSQL's streaming standbys)")
-        for url in self.database_replica_urls:
-            if url.split(":", 1)[0] not in ("postgres", "postgresql"):
-                raise SettingsError("LOCKY_DATABASE_REPLICA_URLS: each replica must be a postgres:// URL"
-                                    " (comma-separated)")
-        self._validate_auth_cache(scheme)
-        if self.database_pooler not in POOLERS:
-            raise SettingsError(f"LOCKY_DATABASE_POOLER must be one of {', '.join(POOLERS)}"
-                                f" (got {self.database_pooler!r})")
         if self.jwt_algorithm not in JWT_ALGORITHMS:
             raise SettingsError(f"LOCKY_JWT_ALGORITHM must be one of {', '.join(JWT_ALGORITHMS)}")
         for name, low, high in (
@@ -299,10 +264,6 @@ class Settings:
             ("recovery_max_per_ip", 1, 1_000_000),
             ("max_body_bytes", 1024, 16 * 1024 * 1024),
             ("db_timeout", 1, 300),
-            ("database_pool_size", 1, 1000),
-            ("database_pool_timeout", 1, 300),
-            ("database_replica_max_lag", 1, 3600),
-            ("auth_cache_lease_ms", 100, 60_000),
             ("verify_ttl", 60, 30 * 24 * 3600),
             ("reset_ttl", 60, 7 * 24 * 3600),
             ("audit_retention_days", 0, 100 * 366),
@@ -326,6 +287,8 @@ class Settings:
         for setting in bundled_declarations().values():  # the bundled plugins' own, in their order
             if setting.check is not None:
                 setting.check(getattr(self, setting.name))
+        for rule in bundled_rules():  # then what must go together (LOCKY_AUTH_CACHE=notify: PostgreSQL)
+            rule(self)
 
     def _validate_webauthn(self) -> None:
         if self.webauthn_rp_id is not None and (not WEBAUTHN_RP_ID.fullmatch(self.webauthn_rp_id)
@@ -364,37 +327,6 @@ class Settings:
             found.append(f"{parts.scheme}://{parts.netloc}".lower())
         found.extend(origin.lower() for origin in self.webauthn_origins)
         return tuple(dict.fromkeys(found))
-
-    def _validate_auth_cache(self, scheme: str) -> None:
-        if self.auth_cache not in AUTH_CACHES:
-            raise SettingsError(f"LOCKY_AUTH_CACHE must be one of {', '.join(AUTH_CACHES)} (got {self.auth_cache!r})")
-        postgres = ("postgres", "postgresql")
-        if self.database_listen_url is not None and self.database_listen_url.split(":", 1)[0] not in postgres:
-            raise SettingsError("LOCKY_DATABASE_LISTEN_URL must be a postgres:// URL (the primary, not through"
-                                " a transaction-pooling proxy)")
-        if self.auth_cache == "version" and self.sqlite_path is None:
-            raise SettingsError("LOCKY_AUTH_CACHE=version needs an SQLite file as LOCKY_DATABASE_URL (it checks"
-                                " SQLite's data version); on PostgreSQL use notify")
-        if self.auth_cache != "notify":
-            return
-        if scheme not in postgres:
-            raise SettingsError("LOCKY_AUTH_CACHE=notify needs a PostgreSQL LOCKY_DATABASE_URL (it listens with"
-                                " LISTEN/NOTIFY); on one host, or with Redis, see contrib/locky_redis")
-        if self.database_pooler == "transaction" and self.database_listen_url is None:
-            raise SettingsError("LOCKY_AUTH_CACHE=notify behind LOCKY_DATABASE_POOLER=transaction needs"
-                                " LOCKY_DATABASE_LISTEN_URL: a direct connection to the primary (LISTEN does"
-                                " not pass transaction pooling)")
-
-    @property
-    def auth_cache_mode(self) -> str:
-        """``LOCKY_AUTH_CACHE`` with ``auto`` resolved: off, notify, version or revision
-        (``auto``: version on an SQLite file, revision on PostgreSQL and MySQL/MariaDB,
-        off in memory)."""
-        if self.auth_cache != "auto":
-            return self.auth_cache
-        if self.sqlite_path is not None:
-            return "version"
-        return "off" if self.database_url.startswith("sqlite:") else "revision"
 
     @property
     def sqlite_path(self) -> Path | None:
@@ -737,20 +669,33 @@ class Declared:
     #: ``check(value)`` raises :class:`SettingsError` for a value out of bounds.
     check: Callable[[Any], None] | None = None
     help: str = ""
+    #: About the database ``LOCKY_DATABASE_URL`` names (its replicas, how its changes are
+    #: followed): a copy on an in-memory database (:meth:`Settings.in_memory`) takes the default.
+    about_database: bool = False
 
 
 def bundled_declarations() -> dict[str, Declared]:
     """The ``LOCKY_*`` settings the bundled plugins declare, by name, in their order
     (read once per process: the bundled plugins do not change)."""
+    return _bundled().settings
+
+
+def bundled_rules() -> list[Callable[["Settings"], None]]:
+    """The rules the bundled plugins declare over several settings (:meth:`PluginSettings.add_rule`),
+    in their order."""
+    return _bundled().rules
+
+
+def _bundled() -> "PluginSettings":
     global _DECLARED
     if _DECLARED is None:
         from locky.plugins import bundled_settings  # the plugins' module builds on this one
 
-        _DECLARED = bundled_settings().settings
+        _DECLARED = bundled_settings()
     return _DECLARED
 
 
-_DECLARED: dict[str, Declared] | None = None
+_DECLARED: "PluginSettings | None" = None
 
 
 class PluginSettings:
@@ -769,14 +714,20 @@ class PluginSettings:
         self.checks: list[Callable[["Settings"], None]] = []
         #: The ``LOCKY_*`` settings declared with :meth:`add`, by name.
         self.settings: dict[str, Declared] = {}
+        #: What must hold between several settings (:meth:`add_rule`).
+        self.rules: list[Callable[["Settings"], None]] = []
 
     def add(self, name: str, default: Any, *, type: str, bounds: tuple[int, int] | None = None,
-            check: Callable[[Any], None] | None = None, help: str = "") -> None:
+            check: Callable[[Any], None] | None = None, help: str = "",
+            about_database: bool = False) -> None:
         """Declare the setting ``name``: ``LOCKY_<NAME>`` in the environment, ``name`` in the
         TOML file's ``[locky]`` table and in :meth:`Settings.load`'s overrides, read as
         ``settings.name``. ``bounds=(low, high)``: an integer's range, refused as Locky refuses
         its own (``LOCKY_<NAME> must be between low and high``); ``check(value)`` raises
         :class:`SettingsError` for any other bad value. Checked wherever settings are built.
+        ``about_database=True``: the setting is about the database ``LOCKY_DATABASE_URL`` names
+        (its replicas, how its changes are followed), left at its default in a copy on an
+        in-memory database (:meth:`Settings.in_memory`).
         Only the plugins bundled with Locky declare such settings (the ``LOCKY_`` names are
         Locky's); a plugin of yours uses a ``[plugins.NAME]`` table."""
         if name in self.settings or name in {f.name for f in dataclasses.fields(Settings)}:
@@ -791,7 +742,14 @@ class PluginSettings:
                     then(value)
 
             check = in_bounds
-        self.settings[name] = Declared(name, default, type, check, help)
+        self.settings[name] = Declared(name, default, type, check, help, about_database)
+
+    def add_rule(self, rule: Callable[["Settings"], None]) -> None:
+        """Add ``rule(settings)``, which raises :class:`SettingsError` when settings that must
+        go together do not (``LOCKY_AUTH_CACHE=notify`` needs a PostgreSQL ``LOCKY_DATABASE_URL``).
+        Checked wherever settings are built, after every setting's own check; like :meth:`add`,
+        for the plugins bundled with Locky (:meth:`add_check` is what ``locky check`` runs)."""
+        self.rules.append(rule)
 
     def add_table(self, name: str, options: Mapping[str, str] | None = None) -> None:
         """Declare the table ``[plugins.NAME]`` and the options it may hold (each with its

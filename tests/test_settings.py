@@ -427,7 +427,10 @@ def test_the_test_helpers_admin_is_an_admin(locky_client, locky_admin, locky_use
 # The settings the bundled plugins declare (locky_add_settings): read and refused as before.
 
 PLUGIN_SETTINGS = {"policy_dir": "locky_casbin", "smtp_url": "locky_mail", "smtp_timeout": "locky_mail",
-                   "bcrypt_rounds": "locky_bcrypt", "jwt_audience": "locky_jwt", "key_rotation_days": "locky_jwt"}
+                   "bcrypt_rounds": "locky_bcrypt", "jwt_audience": "locky_jwt", "key_rotation_days": "locky_jwt",
+                   **dict.fromkeys(("database_pool_size", "database_pool_timeout", "database_pooler",
+                                    "database_replica_urls", "database_replica_max_lag", "auth_cache",
+                                    "auth_cache_lease_ms", "database_listen_url"), "locky_pony")}
 
 
 def test_the_bundled_plugins_declare_their_own_settings():
@@ -442,6 +445,53 @@ def test_the_bundled_plugins_declare_their_own_settings():
     assert set(PLUGIN_SETTINGS) <= set(Settings.names())
     assert (Settings().policy_dir, Settings().smtp_url, Settings().smtp_timeout, Settings().bcrypt_rounds) == (
         None, None, 10, 12)
+
+
+@pytest.mark.parametrize("plugin", sorted(set(PLUGIN_SETTINGS.values())))
+def test_each_plugin_declares_the_settings_it_reads(plugin):
+    import importlib
+
+    import pluggy
+
+    from locky import hookspecs
+    from locky.plugins import declared_settings
+
+    pm = pluggy.PluginManager("locky")
+    pm.add_hookspecs(hookspecs)
+    pm.register(importlib.import_module(plugin), name=plugin)
+    assert set(declared_settings(pm).settings) == {name for name, by in PLUGIN_SETTINGS.items() if by == plugin}
+
+
+def test_the_storage_settings_keep_their_variables_and_defaults(tmp_path):
+    assert {name: Settings.default_of(name) for name in PLUGIN_SETTINGS if PLUGIN_SETTINGS[name] == "locky_pony"} == {
+        "database_pool_size": 5, "database_pool_timeout": 5, "database_pooler": "none", "database_replica_urls": (),
+        "database_replica_max_lag": 5, "auth_cache": "auto", "auth_cache_lease_ms": 1000,
+        "database_listen_url": None}
+    config = tmp_path / "locky.toml"
+    config.write_text('[locky]\ndatabase_url = "postgres://locky@db/locky"\ndatabase_pool_timeout = 7\n'
+                      'database_replica_urls = ["postgres://locky:secret@standby/locky"]\n')
+    settings = Settings.load({"LOCKY_DATABASE_POOL_SIZE": "9", "LOCKY_DATABASE_POOLER": "transaction",
+                              "LOCKY_AUTH_CACHE": "notify",
+                              "LOCKY_DATABASE_LISTEN_URL": "postgres://locky:secret@primary/locky"},
+                             config=config, auth_cache_lease_ms=500)
+    assert (settings.database_pool_size, settings.database_pool_timeout, settings.database_pooler,
+            settings.database_replica_urls, settings.auth_cache, settings.auth_cache_lease_ms,
+            settings.database_listen_url) == (9, 7, "transaction", ("postgres://locky:secret@standby/locky",),
+                                              "notify", 500, "postgres://locky:secret@primary/locky")
+    assert "secret" not in repr(settings)
+    copy = settings.replace(port=9000)
+    assert (copy.database_pool_size, copy.auth_cache) == (9, "notify")
+
+
+def test_a_copy_on_an_in_memory_database_leaves_the_storage_servers_out():
+    settings = Settings.load({"LOCKY_DATABASE_URL": "postgres://locky@db/locky", "LOCKY_AUTH_CACHE": "notify",
+                              "LOCKY_DATABASE_REPLICA_URLS": "postgres://locky@standby/locky",
+                              "LOCKY_DATABASE_LISTEN_URL": "postgres://locky@primary/locky",
+                              "LOCKY_DATABASE_POOL_SIZE": "9", "LOCKY_BCRYPT_ROUNDS": "5"})
+    copy = settings.in_memory("sqlite:///:memory:")
+    assert (copy.database_url, copy.database_replica_urls, copy.auth_cache, copy.database_listen_url) == (
+        "sqlite:///:memory:", (), "auto", None)
+    assert (copy.database_pool_size, copy.bcrypt_rounds) == (9, 5)  # the others kept
 
 
 def test_plugin_settings_come_from_the_environment_the_file_and_overrides(tmp_path):
@@ -465,6 +515,22 @@ def test_plugin_settings_come_from_the_environment_the_file_and_overrides(tmp_pa
     ({"smtp_url": "http://mail.example.com"}, "LOCKY_SMTP_URL must start with smtp:// (STARTTLS) or smtps://"
                                               " (TLS), e.g. smtp://user:password@mail.example.com:587"),
     ({"polcy_dir": "/srv"}, "unknown setting(s): polcy_dir"),
+    ({"database_pooler": "statement"}, "LOCKY_DATABASE_POOLER must be one of none, session, transaction"
+                                       " (got 'statement')"),
+    ({"database_pool_size": "0"}, "LOCKY_DATABASE_POOL_SIZE must be between 1 and 1000"),
+    ({"database_pool_timeout": "soon"}, "LOCKY_DATABASE_POOL_TIMEOUT must be an integer (got 'soon')"),
+    ({"database_replica_max_lag": "3601"}, "LOCKY_DATABASE_REPLICA_MAX_LAG must be between 1 and 3600"),
+    ({"database_replica_urls": "postgres://standby/locky"}, "LOCKY_DATABASE_REPLICA_URLS needs a PostgreSQL"
+                                                            " LOCKY_DATABASE_URL (read replicas are PostgreSQL's"
+                                                            " streaming standbys)"),
+    ({"database_url": "postgres://db/locky", "database_replica_urls": "postgres://a/locky, mysql://b/locky"},
+     "LOCKY_DATABASE_REPLICA_URLS: each replica must be a postgres:// URL (comma-separated)"),
+    ({"auth_cache": "redis"}, "LOCKY_AUTH_CACHE must be one of off, notify, version, revision, auto (got 'redis')"),
+    ({"database_listen_url": "mysql://db/locky"}, "LOCKY_DATABASE_LISTEN_URL must be a postgres:// URL (the"
+                                                  " primary, not through a transaction-pooling proxy)"),
+    ({"database_url": "postgres://db/locky", "auth_cache": "notify", "database_pooler": "transaction"},
+     "LOCKY_AUTH_CACHE=notify behind LOCKY_DATABASE_POOLER=transaction needs LOCKY_DATABASE_LISTEN_URL: a direct"
+     " connection to the primary (LISTEN does not pass transaction pooling)"),
 ])
 def test_plugin_settings_are_refused_in_lockys_words(values, message):
     with pytest.raises(SettingsError) as refused:

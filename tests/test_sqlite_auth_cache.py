@@ -32,6 +32,7 @@ from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 from locky.testing.storage_contract import StorageContract
 from locky_pony import PonyStorage, open_storage
 from locky_pony.data_version import DataVersionBus
+from locky_pony.settings import auth_cache_mode
 
 
 def _cached_storage(url: str):
@@ -222,10 +223,10 @@ def test_two_servers_hold_revocation_at_once(tmp_path):
 
 def test_settings_pick_the_cache(tmp_path):
     on_file = make_settings(f"sqlite:///{tmp_path / 'locky.sqlite'}")
-    assert on_file.auth_cache == "auto" and on_file.auth_cache_mode == "version"
-    assert make_settings("sqlite:///:memory:").auth_cache_mode == "off"
-    assert make_settings("postgres://locky@127.0.0.1/locky").auth_cache_mode == "revision"
-    assert make_settings("mysql://locky@127.0.0.1/locky").auth_cache_mode == "revision"
+    assert on_file.auth_cache == "auto" and auth_cache_mode(on_file) == "version"
+    assert auth_cache_mode(make_settings("sqlite:///:memory:")) == "off"
+    assert auth_cache_mode(make_settings("postgres://locky@127.0.0.1/locky")) == "revision"
+    assert auth_cache_mode(make_settings("mysql://locky@127.0.0.1/locky")) == "revision"
     off = open_storage(on_file.replace(auth_cache="off"))
     try:
         assert isinstance(off, PonyStorage)

@@ -31,8 +31,7 @@ IN_MEMORY = "sqlite:///:memory:"
 
 def in_memory(settings: Settings) -> Settings:
     """``settings`` on an in-memory database: what needs a server engine is left out."""
-    return settings.replace(database_url=IN_MEMORY, database_replica_urls=(), auth_cache="off",
-                            database_listen_url=None)
+    return settings.in_memory(IN_MEMORY)
 
 
 def masked_url(url: str) -> str:

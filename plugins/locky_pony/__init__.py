@@ -19,7 +19,9 @@ Registered as the storage provider ``pony``; the engine is chosen by
   installed Pony (``tests/test_pony_compat.py``);
 - :mod:`.pool` and :mod:`.replicas`: where statements run; :mod:`.notify`,
   :mod:`.data_version` and :mod:`.revision_bus`: the change buses of ``LOCKY_AUTH_CACHE``
-  (PostgreSQL, SQLite, any engine).
+  (PostgreSQL, SQLite, any engine);
+- :mod:`.settings`: the storage's own ``LOCKY_*`` settings (pool, pooler, replicas, auth
+  cache), declared through ``locky_add_settings``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pony.orm import db_session
 from locky import Conflict, LockyError, hookimpl
 from locky.storage import CachingStorage
 
-from . import data_version, schema
+from . import data_version, schema, settings as own_settings
 from .audit import AuditStore, DeliveryStore, WebhookStore
 from .compat import in_db_session
 from .database import bind_arguments, open_database
@@ -162,7 +164,7 @@ def open_storage(settings):
     (PostgreSQL), :mod:`.data_version` (an SQLite file) or :mod:`.revision_bus` (the
     cache revision every authentication reads)."""
     storage = PonyStorage(settings)
-    mode = settings.auth_cache_mode
+    mode = own_settings.auth_cache_mode(settings)
     if mode == "off":
         return storage
     try:
@@ -180,6 +182,11 @@ def open_storage(settings):
     except BaseException:
         storage.close()
         raise
+
+
+@hookimpl
+def locky_add_settings(settings):
+    own_settings.declare(settings)
 
 
 @hookimpl
