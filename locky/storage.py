@@ -26,8 +26,8 @@ from locky.registry import ProviderError
 from locky.sealing import SealError, Sealer
 from locky.settings import Settings, SettingsError
 from locky.cache import (
-    KEYS, REVISION, USERS, CachingStorage, ChangeBus, Freshness, Keeps, Watcher, current_request, keep_listening,
-    stale_ok,
+    KEYS, REVISION, USERS, Cache, CachingStorage, ChangeBus, Freshness, Keeps, Watcher, current_request,
+    keep_listening, stale_ok,
 )
 from locky.webhooks.patterns import selects
 
@@ -74,6 +74,8 @@ __all__ = [
     "ProviderError", "Settings", "SettingsError",
     # The process cache a storage may wrap itself in, and what a change bus builds on.
     "USERS", "CachingStorage", "ChangeBus", "Freshness", "Keeps", "current_request", "keep_listening", "stale_ok",
+    # Values kept for a while (at most max_age seconds): a storage's own answers.
+    "Cache",
     # What a cache of stored values follows (locky.cache.declared says which writes move it).
     "KEYS", "REVISION", "Watcher",
 ]

@@ -4,7 +4,10 @@
 writes (its disk is full, it is read-only): a service that cannot record a login is
 not well, even if it reads. The bundled storage learns that from the writes that fail
 and probes a few seconds apart until one works again (``locky_pony.guard``); health
-itself writes nothing, so it costs no more while all is well.
+itself writes nothing, so it costs no more while all is well. Nor does it cost a round
+trip per call: the bundled storage asks the database at most once a second per process
+while it answers, and at once after any statement of the process found it away
+(``locky_pony.liveness``); an outage nobody met yet shows within that second.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from .database import bind_arguments, open_database
 from .deadline import WATCHDOG
 from .guard import CONFLICT, classify, from_database, transaction, unavailable, writes_refused
 from .lifecycle import CodeStore, KeyStore, Outbox, TotpStore
+from .liveness import Liveness
 from .member_reads import MemberStore
 from .notify import open_bus
 from .oauth import AuthorizationCodeStore, ConsentStore, OAuthClientStore
@@ -79,6 +80,7 @@ class PonyStorage:
         self.oauth_codes = AuthorizationCodeStore(e, self.reader)
         self.passkeys = PasskeyStore(e, self.reader)
         self.read_committed = self.db.provider.dialect == "MySQL"
+        self.liveness = Liveness()
 
     @contextmanager
     def atomic(self):
@@ -121,6 +123,15 @@ class PonyStorage:
         return schema.migrate(self.db, dry_run=dry_run)
 
     def ping(self) -> bool:
+        # The database is asked at most once a second per process while it answers
+        # (.liveness); whether it refuses writes is known without asking (below).
+        if not self.liveness.answers(self._answers):
+            return False
+        # A database that refused a write (disk full, read-only) is not well either;
+        # nothing is written here while writes work (guard.writes_refused).
+        return writes_refused(self.db) is None
+
+    def _answers(self) -> bool:
         # PostgreSQL, MySQL/MariaDB: in a transaction (immediate), so that Pony does not
         # reconnect and try again after the watchdog cut a hung connection: health answers
         # within the timeout. SQLite: a plain read of the file (its schema page), not
@@ -133,11 +144,10 @@ class PonyStorage:
                 self.db.select("SELECT count(*) FROM sqlite_master" if sqlite else "SELECT 1")
         except Exception:
             return False
-        # A database that refused a write (disk full, read-only) is not well either;
-        # nothing is written here while writes work (guard.writes_refused).
-        return writes_refused(self.db) is None
+        return True
 
     def close(self) -> None:
+        self.liveness.forget()
         self.reader.close()
         if self.replicas is not None:
             self.replicas.close()

@@ -258,11 +258,24 @@ _REFUSAL_LOG = {
 }
 
 
+#: How many statements of this process failed for want of the database (each
+#: :func:`unavailable`): an answer of the database kept since (health's, :mod:`.liveness`)
+#: is not trusted once this moved.
+_failures = 0
+
+
+def failures() -> int:
+    """The count of :func:`unavailable` failures in this process so far."""
+    return _failures
+
+
 def unavailable(where: str, exc: BaseException, kind: str, *, database=None) -> Unavailable:
     """Log the driver's failure in ``where`` (for the operator) and return the
     ``Unavailable`` to raise (for the client: no driver text). A refused write
     (``full``, ``read-only``) is :class:`WritesRefused`, saying which, and is remembered
     for ``database`` (the Pony ``Database``) so that health reports it."""
+    global _failures
+    _failures += 1
     root = root_cause(exc)
     if kind in REFUSAL_DESCRIPTIONS:
         log.error("storage refuses writes in %s: %s (%s: %s)", where, _REFUSAL_LOG[kind], type(root).__name__,
