@@ -18,6 +18,7 @@ turns a missing database server into a failure).
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -29,6 +30,24 @@ from backends import database_url, mysql_database, postgres_database, server_url
 ALL_VARIABLE = "LOCKY_TEST_ALL"
 #: How many slow tests this run left out, for the summary.
 _LEFT_OUT = pytest.StashKey[int]()
+
+
+#: The loggers ``locky``'s commands set up (``locky.cli.logs.configure_logging``).
+_CONFIGURED_LOGGERS = ("locky", "locky.access", "py.warnings")
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_as_found():
+    """Logging as it was before the test: a command run in-process (``locky check``)
+    points Locky's loggers at stderr at INFO, which would otherwise carry over, so a later
+    test's background threads (the mail sender) would write into that test's captured
+    stderr."""
+    loggers = [logging.getLogger(name) for name in _CONFIGURED_LOGGERS]
+    saved = [(logger.handlers[:], logger.level, logger.propagate) for logger in loggers]
+    yield
+    for logger, (handlers, level, propagate) in zip(loggers, saved):
+        logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
+    logging.captureWarnings(False)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,3 +112,6 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if left_out:
         terminalreporter.write_line(
             f"{left_out} slow tests left out (the deselected): `pytest --all` runs them too")
+    elif config.pluginmanager.hasplugin("dsession") and not _everything(config):
+        # Under pytest-xdist the workers collect and leave them out; this process only reports.
+        terminalreporter.write_line("slow tests left out: `pytest --all` runs them too")

@@ -78,3 +78,17 @@ def test_a_broken_stream_does_not_fail_the_request(monkeypatch):
     handler.stream = Broken()
     monkeypatch.setattr(logging, "raiseExceptions", False)
     handler.write_access_line(DOCUMENTS[0])  # no exception
+
+
+def test_the_handler_follows_stderr_as_it_is_now(monkeypatch):
+    """A thread logging after ``sys.stderr`` was swapped (a captured command's output
+    closed since) writes to the stderr of now, not into the closed stream."""
+    handler = json_handler()
+    first = io.StringIO()
+    monkeypatch.setattr("sys.stderr", first)
+    handler.handle(logging.makeLogRecord({"name": "locky", "levelname": "WARNING", "msg": "one"}))
+    first.close()
+    second = io.StringIO()
+    monkeypatch.setattr("sys.stderr", second)
+    handler.handle(logging.makeLogRecord({"name": "locky", "levelname": "WARNING", "msg": "two"}))
+    assert without_time(second.getvalue()) == {"level": "WARNING", "logger": "locky", "message": "two"}
