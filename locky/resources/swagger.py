@@ -15,8 +15,18 @@ ASSET_TYPES = {".js": "application/javascript", ".css": "text/css", ".png": "ima
 
 
 class SwaggerDocument:
+    """The document, written out on its first request and kept: most apps (a worker, a
+    command, a test) never serve it, and writing it costs as much as building the app."""
+
     def __init__(self, document: dict):
-        self.body = json.dumps(document, indent=2).encode()
+        self.document = document
+        self._body: bytes | None = None
+
+    @property
+    def body(self) -> bytes:
+        if self._body is None:
+            self._body = json.dumps(self.document, indent=2).encode()
+        return self._body
 
     def on_get(self, req, resp):
         resp.content_type = JSON_UTF8
