@@ -67,9 +67,12 @@ def locky_add_settings(settings: PluginSettings) -> None:
 
     The plugins bundled with Locky also declare their ``LOCKY_*`` settings here, with
     ``settings.add(name, default, type=..., bounds=..., check=..., help=...)``
-    (``LOCKY_POLICY_DIR``, ``LOCKY_SMTP_URL``, ``LOCKY_BCRYPT_ROUNDS``, ...): read like
-    Locky's own and as ``context.settings.name``. Those are collected from the bundled
-    plugins once per process, before any app's plugin manager exists.
+    (``LOCKY_POLICY_DIR``, ``LOCKY_SMTP_URL``, ``LOCKY_BCRYPT_ROUNDS``, the storage's
+    ``LOCKY_DATABASE_POOL_SIZE``, ...): read like Locky's own and as
+    ``context.settings.name``; ``settings.add_rule(rule)`` adds ``rule(settings)`` for
+    settings that must go together (``LOCKY_AUTH_CACHE=notify`` needs PostgreSQL), checked
+    wherever settings are built. Those are collected from the bundled plugins once per
+    process, before any app's plugin manager exists.
 
     Called once per plugin manager (every app, ``locky check``, ``locky plugins``), after
     every plugin is registered and before any provider is built. Returns nothing.
