@@ -322,6 +322,28 @@ def test_member_create_checks_references_then_authorizes_then_inserts(storage):
     assert storage.members.list(user_uuid=bob.uuid).items == [again]
 
 
+def test_member_create_reads_the_role_as_stored_not_as_the_block_loaded_it(storage):
+    # Locky decides an add in the block that inserts, and the policy's reload may load
+    # the custom roles there first. A delete committed in between makes the role
+    # missing: the check must not take Pony's session copy of the row (on SQLite it did,
+    # leaving a membership on a deleted role).
+    ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="h")
+    bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="h")
+    group = storage.groups.create(name="team", description="", owner_uuid=ada.uuid)
+    role = storage.roles.create(name="fleeting", description="", permissions=[Permission("docs", "read")])
+    with pytest.raises(Invalid) as caught:
+        with storage.atomic():
+            assert "fleeting" in storage.roles.custom_permissions()
+            deleter = threading.Thread(target=storage.roles.delete, args=(role.id,))
+            deleter.start()
+            deleter.join(30)
+            assert not deleter.is_alive()
+            storage.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="fleeting")
+    assert caught.value.fields == {"role": "No such role."}
+    assert storage.roles.get(role.id) is None
+    assert storage.members.count(role="fleeting") == 0
+
+
 def test_a_deleted_group_user_or_role_is_missing(storage, database_url):
     ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="h")
     bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="h")

@@ -285,9 +285,10 @@ class MemberStore(Collection):
     @transaction
     def create(self, *, group_uuid: str, user_uuid: str, role: str,
                authorize: Callable[[], None] | None = None) -> Member:
-        # The references are checked once, here, in the insert's own transaction; then
-        # the caller's authorization (so a missing reference is a 400 before any 403).
-        # Whatever ``authorize`` raises propagates and rolls back: nothing is written.
+        # Locky decides before calling this, in its atomic block (it reads the
+        # references and asks its policy: docs/plugins.md); ``authorize`` is no longer
+        # in the storage protocol and is kept for callers written against the earlier
+        # one: called after the reference checks, whatever it raises rolls back.
         # Each reference is locked as it is found (group, user, then the role shared),
         # so a concurrent delete of any of them waits for this insert and then sees
         # (and ends, or refuses to delete under) the new membership, or went first and
@@ -320,19 +321,27 @@ class MemberStore(Collection):
         which a delete holding the row by id does not wait for (orphans in the race
         tests). SQLite has no row locks; there the transaction already holds the
         database's write lock.
+
+        The name is looked up in SQL, never in Pony's session cache: a caller's atomic
+        block may have loaded the role's row before (the policy's reload reads the
+        custom roles), and a delete may have committed since (an orphan on SQLite).
         """
-        found = self.entities.Role.get(name=name, del_token=0) if isinstance(name, str) else None
-        if found is None:
+        if not isinstance(name, str):
             return False
         db = compat.database_of(self.entity)
         provider = db.provider
+        role = self.entities.Role
+        table, id_column = provider.quote_name(compat.table(role)), column(provider, role, "id")
+        found = db.select(f"SELECT {id_column} FROM {table} WHERE {column(provider, role, 'name')} = $name"
+                          f" AND {column(provider, role, 'del_token')} = 0", {"name": name})
+        if not found:
+            return False
         if provider.dialect == "SQLite":
             return True
-        role = self.entities.Role
         share = "FOR SHARE" if provider.dialect == "PostgreSQL" else "LOCK IN SHARE MODE"
         sql = (f"SELECT {column(provider, role, 'name')}, {column(provider, role, 'del_token')}"
-               f" FROM {provider.quote_name(compat.table(role))} WHERE {column(provider, role, 'id')} = $id {share}")
-        rows = db.select(sql, {"id": found.id})
+               f" FROM {table} WHERE {id_column} = $id {share}")
+        rows = db.select(sql, {"id": found[0]})
         return bool(rows) and tuple(rows[0]) == (name, 0)
 
     def delete(self, id: int) -> Member:
