@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
-from typing import Any, Callable, ContextManager, Generic, Iterable, Protocol, TypeVar, runtime_checkable
+from typing import Any, ContextManager, Generic, Iterable, Protocol, TypeVar, runtime_checkable
 
 from locky.records import (
     AuditEvent,
@@ -215,32 +215,22 @@ class MemberStore(RecordStore[Member], Protocol):
     filters: ``group_uuid``, ``user_uuid``, ``role``. Memberships do not move
     :meth:`Storage.revision` (authorizers read :meth:`role_of` live)."""
 
-    def create(
-        self,
-        *,
-        group_uuid: str,
-        user_uuid: str,
-        role: str,
-        authorize: Callable[[], None] | None = None,
-    ) -> Member:
-        """Add a membership, all in one transaction of the write's own, in this order:
+    def create(self, *, group_uuid: str, user_uuid: str, role: str) -> Member:
+        """Add a membership, in one transaction (the write's own, or the caller's
+        :meth:`Storage.atomic` block), in this order:
 
         1. check the references: raise ``Invalid.missing(field)`` for the first of
            ``group_uuid``, ``user_uuid``, ``role`` that names no live group, user or role;
-        2. call ``authorize()`` when given, exactly once (never when a reference is
-           missing, so a bad body is a 400 whoever sends it). It may raise
-           :class:`~locky.errors.Forbidden`: roll back and let that very exception
-           propagate, having written nothing;
-        3. insert: ``Conflict("user_uuid", "Already a member of this group.")`` when the
+        2. insert: ``Conflict("user_uuid", "Already a member of this group.")`` when the
            user already has a live membership in the group (also under concurrent
            inserts: exactly one of them is kept).
 
-        Locky passes the policy check of ``POST /v1/private/members`` as ``authorize``,
-        so the references are read once and the decision sees the same records.
-
-        Concurrent deletes of the group, the user or the role must not leave the new
-        membership live on a deleted record: they either complete first (then this is
-        ``Invalid.missing``) or see it (and end it, or refuse the role's delete).
+        Storage decides nothing else: Locky reads the group, user and role, asks its
+        policy and then calls this, all in one :meth:`Storage.atomic` block (a refusal
+        undoes the block), so these checks are what holds against deletes that commit
+        in between. Concurrent deletes of the group, the user or the role must not leave
+        the new membership live on a deleted record: they either complete first (then
+        this is ``Invalid.missing``) or see it (and end it, or refuse the role's delete).
         """
 
     def delete(self, id: int) -> Member:
@@ -256,7 +246,6 @@ class MemberStore(RecordStore[Member], Protocol):
         of each pair's live membership in the live group, keyed by the pair; a pair with
         none (or with a value that is no string) is left out. A batch of checks reads the
         memberships it needs with it, in one storage round trip (docs/http/authorization.md)."""
-
 
 
 class RoleStore(RecordStore[Role], Protocol):

@@ -6,6 +6,7 @@ user or a group (docs/http/records.md and docs/http/README.md)."""
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 import pytest
 
@@ -333,57 +334,89 @@ def test_deleted_references_are_400_for_a_stranger_and_a_refusal_writes_nothing(
     assert count(locky_client, owner, "members", group_uuid=group["uuid"]) == 1
 
 
-class _Counted:
-    """A store whose calls from outside storage are written down by name: those of the
-    thread that made it (the test's, where the test client runs each request), not the
-    app's senders, which read users for letters at their own pace."""
+class _Recorded:
+    """A store whose calls from outside storage are written down by name, with the
+    number of ``atomic()`` blocks open around each: those of the thread that made it (the
+    test's, where the test client runs each request), not the app's senders, which read
+    users for letters at their own pace."""
 
-    def __init__(self, inner, kind: str, calls: list):
-        self._inner, self._kind, self._calls = inner, kind, calls
-        self._thread = threading.get_ident()
+    def __init__(self, inner, kind: str, owner: "_RecordingStorage"):
+        self._inner, self._kind, self._owner = inner, kind, owner
 
     def __getattr__(self, name):
         value = getattr(self._inner, name)
         if not callable(value):
             return value
 
-        def counted(*args, **kwargs):
-            if threading.get_ident() == self._thread:
-                self._calls.append(f"{self._kind}.{name}")
+        def recorded(*args, **kwargs):
+            if threading.get_ident() == self._owner.thread:
+                self._owner.calls.append((f"{self._kind}.{name}", self._owner.depth))
             return value(*args, **kwargs)
 
-        return counted
+        return recorded
 
 
-class _CountingStorage:
-    """The configured storage, with the calls made to its users, groups and roles counted."""
+class _RecordingStorage:
+    """The configured storage, with the calls made to its users, groups, roles and
+    members recorded, and its outermost ``atomic()`` blocks counted."""
 
     def __init__(self, inner):
-        self.inner, self.calls = inner, []
-        for kind in ("users", "groups", "roles"):
-            setattr(self, kind, _Counted(getattr(inner, kind), kind, self.calls))
+        self.inner, self.calls, self.depth, self.blocks = inner, [], 0, 0
+        self.thread = threading.get_ident()
+        for kind in ("users", "groups", "roles", "members"):
+            setattr(self, kind, _Recorded(getattr(inner, kind), kind, self))
+
+    @contextmanager
+    def atomic(self):
+        mine = threading.get_ident() == self.thread
+        if mine:
+            self.depth += 1
+            self.blocks += self.depth == 1
+        try:
+            with self.inner.atomic():
+                yield
+        finally:
+            if mine:
+                self.depth -= 1
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
 
-class _CountingPlugin:
+class _RecordingPlugin:
     @hookimpl
     def locky_register_storage(self, registry):
-        registry.add("counting", lambda context: _CountingStorage(context.registries["storage"].create("pony", context)))
+        registry.add("recording",
+                     lambda context: _RecordingStorage(context.registries["storage"].create("pony", context)))
 
 
-def test_the_references_are_read_once_by_the_write_itself(locky_app_factory):
-    app = locky_app_factory([_CountingPlugin()], storage="counting")
+def test_the_decision_is_made_in_the_transaction_that_writes(locky_app_factory):
+    app = locky_app_factory([_RecordingPlugin()], storage="recording")
     client = LockyClient(app)
     owner, friend = client.account("owner@example.com"), client.account("friend@example.com")
+    stranger = client.account("stranger@example.com")
     group = create_group(client, owner, "Team")
-    calls = app.context.storage.calls
-    calls.clear()
+    storage = app.context.storage
+    storage.calls.clear()
+    storage.blocks = 0
     result = post(client, owner, {"group_uuid": group["uuid"], "user_uuid": friend.uuid, "role": "viewer"})
     assert result.status_code == 201, result.text
-    # No look-up of the group, user or role beside the write: storage checks them in
-    # the write's own transaction, and the policy check runs inside it (it reads the
-    # role's permissions there, once: issue 31, the caller must hold them all).
-    assert [c for c in calls if c in ("groups.get_by_uuid", "users.get_by_uuid")] == []
-    assert calls.count("roles.list") <= 1
+    # One block (one transaction): the references read, the policy's reads (the caller's
+    # membership), then the insert, which storage makes without calling back.
+    assert storage.blocks == 1
+    assert [(name, depth) for name, depth in storage.calls if depth == 0] == []
+    names = [name for name, _ in storage.calls]
+    assert names[:3] == ["groups.get_by_uuid", "users.get_by_uuid", "roles.list"]
+    assert names[-1] == "members.create" and names.count("members.create") == 1
+    assert "members.role_of" in names[3:-1]
+    assert count(client, owner, "members", group_uuid=group["uuid"]) == 2
+
+    # Refused in that block: nothing reaches members.create, nothing is written.
+    storage.calls.clear()
+    storage.blocks = 0
+    refused = post(client, stranger, {"group_uuid": group["uuid"], "user_uuid": stranger.uuid, "role": "viewer"})
+    assert_error(refused, 403, "403 Forbidden")
+    assert storage.blocks == 1 and all(depth == 1 for _, depth in storage.calls)
+    names = [name for name, _ in storage.calls]
+    assert "members.role_of" in names and "members.create" not in names
+    assert count(client, owner, "members", group_uuid=group["uuid"]) == 2

@@ -7,7 +7,7 @@ import fnmatch
 from locky import audit
 from locky.errors import Forbidden, Invalid
 from locky.paging import every
-from locky.records import Permission
+from locky.records import Member, Permission, Role
 from locky.routes import Operation, Route
 from locky.schemas import (
     GroupRequestSchema,
@@ -75,13 +75,6 @@ class GroupWrites:
         deleted(resp)
 
 
-def carried(context, role: str):
-    """The permissions ``role`` carries, as ``GET /v1/internal/roles`` lists them: a
-    custom role's stored ones, a built-in role's own policy lines (``builtin_roles``)."""
-    found = context.storage.roles.list(name=role, limit=1).items
-    return found[0].permissions if found else ()
-
-
 #: What a membership's role can do in Locky: the checks Locky makes in a group's scope
 #: (a role held through a membership counts only there), besides ``members`` ×
 #: ``assign:<role>`` for each role (see :func:`require_holding`). Every other check is
@@ -98,16 +91,18 @@ def covers(pattern: str, action: str) -> bool:
     return fnmatch.fnmatchcase(action, pattern) or (pattern == "write" and action in WRITE)
 
 
-def require_holding(context, identity, role: str, group_uuid: str) -> None:
+def require_holding(context, identity, role: Role, group_uuid: str) -> None:
     """Raise :class:`Forbidden` unless the caller holds, in the group, everything the
     role could do there in Locky: each of :data:`GROUP_ACTIONS`, and each role's
-    ``members`` × ``assign:<role>``, that a permission of ``role`` covers. So a role is no
+    ``members`` × ``assign:<role>``, that a permission of ``role`` covers. ``role`` is the
+    stored record, whose permissions are those ``GET /v1/internal/roles`` lists (a custom
+    role's own, a built-in role's policy lines). So a role is no
     way to hand out more power over the group than one holds (``owner``, a custom role
     with ``members`` × ``*`` or ``groups`` × ``delete``). Asked as the policy decides any
     request there, so an admin holds them all. A client application's permissions
     (``reports`` × ``read``) and global ones a group role cannot use stay the policy's
     ``assign:<role>`` to give."""
-    permissions = carried(context, role)
+    permissions = role.permissions
     if not permissions:
         return
     roles = [r.name for r in every(context.storage.roles)]
@@ -117,9 +112,52 @@ def require_holding(context, identity, role: str, group_uuid: str) -> None:
             if not (covers(permission.resource, resource) and covers(permission.action, action)):
                 continue
             if not context.allowed(identity, resource, action, group_uuid=group_uuid):
-                raise Forbidden(f"The role {role} carries {permission.resource}:{permission.action}, which"
+                raise Forbidden(f"The role {role.name} carries {permission.resource}:{permission.action}, which"
                                 f" covers {resource}:{action}, and you do not hold that in this group: a role"
                                 " may be given only by someone who holds all it could do there.")
+
+
+def referenced_role(storage, *, group_uuid: str, user_uuid: str, role: str) -> Role:
+    """The live role named ``role``, once the group and the user are found live too:
+    else ``Invalid.missing`` for the first of ``group_uuid``, ``user_uuid``, ``role``
+    that names no live record, as ``MemberStore.create`` raises it (one 400 and one
+    message, whichever of the two finds it)."""
+    if storage.groups.get_by_uuid(group_uuid) is None:
+        raise Invalid.missing("group_uuid")
+    if storage.users.get_by_uuid(user_uuid) is None:
+        raise Invalid.missing("user_uuid")
+    found = storage.roles.list(name=role, limit=1).items
+    if not found:
+        raise Invalid.missing("role")
+    return found[0]
+
+
+def add_member(context, identity, *, group_uuid: str, user_uuid: str, role: str) -> Member:
+    """Add the user to the group with ``role`` for ``identity`` and record
+    ``member.added``, deciding in the ``storage.atomic()`` block that writes both
+    (docs/http/groups.md, Members):
+
+    1. the group, the user and the role are live (:func:`referenced_role`): a 400
+       whoever asks, before the policy is asked (a deleted group has no owner left to
+       be allowed);
+    2. the policy: ``members`` × ``create`` and ``members`` × ``assign:<role>`` in the
+       group, then every right the role could use there (:func:`require_holding`), else
+       :class:`Forbidden` (403), which undoes the block: nothing is written;
+    3. the insert: ``MemberStore.create`` checks the references again as it locks them
+       (a delete committed meanwhile is ``Invalid.missing`` still) and refuses a second
+       membership (``Conflict``, a 400 too).
+
+    Storage takes no part in the decision: the store calls above are all it is asked.
+    """
+    own = user_uuid == identity.user.uuid
+    with context.storage.atomic():
+        found = referenced_role(context.storage, group_uuid=group_uuid, user_uuid=user_uuid, role=role)
+        context.require(identity, "members", "create", group_uuid=group_uuid, own=own)
+        context.require(identity, "members", assign(role), group_uuid=group_uuid, own=own)
+        require_holding(context, identity, found, group_uuid)
+        return audited(context, audit.MEMBER_ADDED, "member",
+                       lambda: context.storage.members.create(group_uuid=group_uuid, user_uuid=user_uuid, role=role),
+                       membership)
 
 
 class MemberWrites:
@@ -145,18 +183,7 @@ class MemberWrites:
             raise Invalid.one("role", "Not a membership role: client is the role of every machine client.")
         if data["role"] in GLOBAL_ROLES:
             raise Invalid.one("role", "Not a membership role: admin and user are held globally.")
-        identity = req.context.identity
-        group_uuid, own = data["group_uuid"], data["user_uuid"] == identity.user.uuid
-
-        def authorize() -> None:
-            # Called by storage inside the write's transaction, after it found the group,
-            # user and role live: a bad reference is a 400 whoever asks, then the policy.
-            self.context.require(identity, "members", "create", group_uuid=group_uuid, own=own)
-            self.context.require(identity, "members", assign(data["role"]), group_uuid=group_uuid, own=own)
-            require_holding(self.context, identity, data["role"], group_uuid)
-
-        record = audited(self.context, audit.MEMBER_ADDED, "member",
-                         lambda: self.store.create(**data, authorize=authorize), membership)
+        record = add_member(self.context, req.context.identity, **data)
         created(resp, "members", MEMBER, record)
 
     def on_delete_item(self, req, resp, id: int):

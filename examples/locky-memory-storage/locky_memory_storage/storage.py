@@ -289,10 +289,10 @@ class MemberStore(_Records):
             group_uuid=group_uuid, user_uuid=user_uuid, role=role,
         ))
 
-    def create(self, *, group_uuid: str, user_uuid: str, role: str,
-               authorize: Callable[[], None] | None = None) -> Member:
-        # All under the lock, as one transaction: the references the caller's policy
-        # check relies on cannot change between the check and the insert.
+    def create(self, *, group_uuid: str, user_uuid: str, role: str) -> Member:
+        # All under the lock, as one transaction: the references cannot change between
+        # the check and the insert (Locky's own checks and policy run before, in its
+        # atomic block, which holds the same lock).
         with self.lock:
             if self.db.groups.get_by_uuid(group_uuid) is None:
                 raise Invalid.missing("group_uuid")
@@ -300,8 +300,6 @@ class MemberStore(_Records):
                 raise Invalid.missing("user_uuid")
             if not self.db.roles._live_where(name=role):
                 raise Invalid.missing("role")
-            if authorize is not None:
-                authorize()  # may raise Forbidden: nothing is written yet
             if self._live_where(group_uuid=group_uuid, user_uuid=user_uuid):
                 raise Conflict("user_uuid", "Already a member of this group.")
             return self._add(group_uuid, user_uuid, role)
@@ -326,7 +324,6 @@ class MemberStore(_Records):
             return {(m.user_uuid, m.group_uuid): m.role for m in self.rows.values()
                     if self._matches(m, {}) and (m.user_uuid, m.group_uuid) in wanted
                     and self.db.groups.get_by_uuid(m.group_uuid) is not None}
-
 
 
 class RoleStore(_Records):
