@@ -23,6 +23,14 @@ global grant (user ``i``: role ``i % roles``), and a role ``bench-all`` (``dashb
 
 Every answer is checked against what the seeding implies, so a fast wrong answer
 cannot pass. A script, not a test.
+
+``--throughput`` measures instead what issue 37 asks of the decision API, on each engine
+of ``--engines`` (a smaller world: ``--users`` 1,000 by default): ``wrk`` against a real
+``locky serve`` (2 workers) posting batches of 100 checks (group-scoped, half allowed),
+then single ``GET`` checks, then a user read by id; req/s, and the CPU of the server's
+processes (``/proc``) per decision and per request, with the machine's load average:
+
+    python -m benchmarks.authz_api --throughput --engines sqlite,postgres,mysql --seconds 5
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import random
 import statistics
 import sys
@@ -45,7 +54,7 @@ from locky.records import Permission
 from locky.settings import Settings
 from tests.support.server import locky_server
 
-from . import seed
+from . import load, seed
 
 SECRET = "authz-api-benchmark-secret-0123456789-abcdefgh"
 ISSUER = "locky-bench"
@@ -125,16 +134,16 @@ class InProcess:
 # -- seeding ----------------------------------------------------------------------------
 
 
-def settings_for(directory: Path) -> Settings:
+def settings_for(directory: Path, database_url: str | None = None) -> Settings:
     return Settings.from_mapping({
-        "database_url": f"sqlite:///{directory / 'locky.sqlite'}", "jwt_secret": SECRET, "jwt_issuer": ISSUER,
-        "bcrypt_rounds": 4, "log_requests": False, "mail_dir": str(directory / "mail"),
+        "database_url": database_url or f"sqlite:///{directory / 'locky.sqlite'}", "jwt_secret": SECRET,
+        "jwt_issuer": ISSUER, "bcrypt_rounds": 4, "log_requests": False, "mail_dir": str(directory / "mail"),
     })
 
 
-def build(directory: Path, users: int, lines: int, per_role: int) -> dict:
+def build(directory: Path, users: int, lines: int, per_role: int, database_url: str | None = None) -> dict:
     """Seed; return what the rounds ask about: memberships with their role, users, groups."""
-    settings = settings_for(directory)
+    settings = settings_for(directory, database_url)
     groups = max(1, min(500, users // 2))
     memberships = min(10_000, groups * 20)
     roles = max(seed.CUSTOM_ROLES, lines // per_role)
@@ -284,6 +293,86 @@ def listings(api, world: dict, rounds: int, rng: random.Random) -> dict[str, lis
     return results
 
 
+# -- throughput: req/s and CPU per decision under wrk ---------------------------------------
+
+THROUGHPUT_DB = "locky_bench_authz"
+BATCHES = 20  # distinct bodies of 100 checks, cycled by wrk
+
+
+def _authorized_post_script(token: str, bodies: list[dict]) -> str:
+    return f"""
+local bodies = {{{",".join(json.dumps(json.dumps(b)) for b in bodies)}}}
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format("POST", "{CHECK}", {{["Content-Type"] = "application/json",
+    ["Authorization"] = "Bearer {token}"}}, bodies[(i % #bodies) + 1])
+end
+"""
+
+
+def _measured(name: str, url: str, script: str, args, master_pid: int, decisions: int) -> str:
+    from .oauth import cpu_seconds
+
+    before = cpu_seconds(master_pid)
+    result = load.run(name, url, script, connections=args.connections, threads=args.threads, seconds=args.seconds)
+    after = cpu_seconds(master_pid)
+    cpu = sum(after[pid] - before.get(pid, 0.0) for pid in after)
+    answered = result.requests - result.errors
+    per_request = cpu * 1e6 / answered if answered else float("nan")
+    load_average = os.getloadavg()[0]
+    per_decision = f"{per_request / decisions:9.1f}" if decisions > 1 else f"{'':>9}"
+    return (f"  {name:<40} {result.rps:>9.1f} {per_request:>10.0f} {per_decision} {result.errors:>6}"
+            f" {load_average:>6.2f}")
+
+
+def throughput(engine: str, workdir: Path, args) -> None:
+    from .oauth import database, drop
+
+    database_url = database(engine, workdir, args, THROUGHPUT_DB)
+    if database_url is None:
+        return
+    try:
+        world = build(workdir, args.users, args.lines, args.lines_per_role, database_url)
+        env = {"LOCKY_DATABASE_URL": database_url, "LOCKY_JWT_SECRET": SECRET, "LOCKY_JWT_ISSUER": ISSUER,
+               "LOCKY_MAIL_DIR": str(workdir / "mail"), "LOCKY_LOG_REQUESTS": "false", "LOCKY_BCRYPT_ROUNDS": "4"}
+        with locky_server(workdir / f"server-{engine}", env=env, workers=2) as server:
+            server.request("POST", "/v1/public/users/register",
+                           {"name": "Bench Caller", "email": CALLER, "password": CALLER_PASSWORD})
+            status, _, body = server.request("POST", "/v1/public/users/login",
+                                             {"email": CALLER, "password": CALLER_PASSWORD})
+            if status != 200:
+                raise SystemExit(f"login: {status} {body}")
+            token = body["access_token"]
+            remote = Http(server.url, token)
+            rng = random.Random(args.seed)
+            bodies = []
+            for _ in range(BATCHES):
+                asked = questions(world, rng, 100)
+                body = {"checks": [params for params, _ in asked]}
+                if remote.post(CHECK, body) != {"results": [{"allowed": expected} for _, expected in asked]}:
+                    raise SystemExit("wrong batch answer")
+                bodies.append(body)
+            singles = [f"{CHECK}?{urlencode(params)}" for params, _ in questions(world, rng, 200)]
+            me = remote.get("/v1/internal/users/me", {})
+            item = [f"/v1/internal/users/{me['id']}"]
+            pid = server.process.pid
+            load.run("warm-up", server.url, _authorized_post_script(token, bodies), seconds=1, connections=4)
+            load.run("warm-up", server.url, load.get_script(singles, [token]), seconds=1, connections=4)
+            print(f"{engine}: {len(world['users']):,} users, {world['seeded'].memberships:,} memberships,"
+                  f" {world['lines']:,} policy lines; wrk -t{args.threads} -c{args.connections}"
+                  f" -d{args.seconds:g}s, 2 workers")
+            print(f"  {'scenario':<40} {'req/s':>9} {'CPU µs/r':>10} {'µs/dec':>9} {'errors':>6} {'load1':>6}")
+            print(_measured(f"{engine}: batch of 100 checks (POST)", server.url,
+                            _authorized_post_script(token, bodies), args, pid, 100))
+            print(_measured(f"{engine}: single check (GET)", server.url, load.get_script(singles, [token]),
+                            args, pid, 1))
+            print(_measured(f"{engine}: user by id (GET, own)", server.url, load.get_script(item, [token]),
+                            args, pid, 1))
+    finally:
+        drop(engine, args, THROUGHPUT_DB)
+
+
 # -- main -------------------------------------------------------------------------------
 
 
@@ -297,9 +386,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listing-rounds", type=int, default=30)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--small", action="store_true", help="tiny sizes, to see that it runs")
+    parser.add_argument("--throughput", action="store_true",
+                        help="req/s and CPU per decision under wrk, on each of --engines (issue 37)")
+    parser.add_argument("--engines", default="sqlite", help="with --throughput: comma-separated sqlite, postgres, mysql")
+    parser.add_argument("--seconds", type=float, default=5, help="with --throughput: length of each wrk run")
+    from .oauth import add_server_arguments
+
+    add_server_arguments(parser)
     args = parser.parse_args(argv)
     if args.small:
         args.users, args.lines, args.lines_per_role, args.rounds, args.listing_rounds = 200, 200, 10, 3, 3
+    if args.throughput:
+        load.need_wrk()
+        if "--users" not in (argv if argv is not None else sys.argv):
+            args.users, args.lines = min(args.users, 1000), min(args.lines, 1000)
+        with tempfile.TemporaryDirectory(prefix="locky-bench-authz-throughput-") as tmp:
+            for engine in args.engines.split(","):
+                throughput(engine.strip(), Path(args.workdir or tmp) / engine.strip(), args)
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="locky-bench-authz-api-") as tmp:
         directory = Path(tmp)

@@ -123,3 +123,42 @@ def test_a_membership_ended_between_two_batches_is_seen_by_the_next(locky_client
     removed = locky_client.simulate_delete(f"/v1/private/members/{member['id']}", headers=owner.headers)
     assert removed.status_code in (200, 204), removed.text
     assert batch(locky_client, locky_user, check) == [False] * 3
+
+
+def test_a_plainly_valid_item_is_loaded_as_the_schema_loads_it():
+    """The batch's quick reading of an item (locky.resources.authz.plain_item) gives what
+    the item schema gives, or leaves the item to it: never another answer."""
+    from marshmallow import ValidationError
+
+    from locky.resources.authz import plain_item
+    from locky.schemas import AuthzCheckItemSchema
+
+    schema = AuthzCheckItemSchema()
+    uuids = ["3F2B1C4D-1234-4ABC-8DEF-0123456789AB", "3f2b1c4d-1234-7abc-bdef-0123456789ab", "", "not-a-uuid",
+             "3f2b1c4d-1234-4abc-8def-0123456789ab\n", "{3f2b1c4d-1234-4abc-8def-0123456789ab}",
+             "00000000-0000-0000-0000-000000000000", None, 7, ["x"]]
+    parts = ["groups", "app1.res3", "assign:owner", "*", "a" * 64, "a" * 65, "Groups", "read\n", "", " read", None, 1]
+    rng = random.Random(3)
+
+    def pick(values, good):  # a value that passes, more often than not
+        return rng.choice(values[:good] if rng.random() < 0.7 else values)
+
+    plain = 0
+    for n in range(3000):
+        item = {"user_uuid": pick(uuids, 2), "resource": pick(parts, 5), "action": pick(parts, 5)}
+        if n % 3:
+            item["group_uuid"] = pick(uuids, 2)
+        if n % 7 == 0:
+            del item[rng.choice(list(item))]
+        if n % 11 == 0:
+            item[rng.choice(["extra", "explain", "id"])] = "x"
+        try:
+            expected = schema.load(item)
+        except ValidationError:
+            expected = None
+        found = plain_item(item)
+        if found is not None:
+            plain += 1
+            assert found == expected, item
+    assert plain > 300
+    assert plain_item(["not", "an", "object"]) is None and plain_item("x") is None

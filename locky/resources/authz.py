@@ -8,6 +8,7 @@ decided any other way. Asking needs ``authz`` × ``read``.
 
 from __future__ import annotations
 
+import re
 from contextlib import nullcontext
 from typing import Any, ContextManager
 
@@ -18,7 +19,9 @@ from locky.http.media import QueryLoader, first_message, load_query, read_json
 from locky.records import Identity, User
 from locky.routes import Operation, Route
 from locky.schemas import (
+    PERMISSION_PART,
     READ_ONLY,
+    UUID,
     AuthzCheckItemSchema,
     AuthzQuerySchema,
     PermissionsQuerySchema,
@@ -28,6 +31,30 @@ from locky.schemas import (
 
 USER = UserSchema()
 MAX_CHECKS = 100
+ITEM = AuthzCheckItemSchema()
+ITEM_FIELDS = frozenset(ITEM.fields)
+PART = re.compile(PERMISSION_PART)
+
+
+def plain_item(item: Any) -> dict | None:
+    """What :class:`~locky.schemas.AuthzCheckItemSchema` loads from ``item`` when it is
+    plainly valid (a JSON object of that schema's fields only, each a string its rule
+    accepts: uuids lowercased), in ~1 µs instead of the schema's ~20; ``None`` for
+    anything else, which the schema then loads or refuses with its own message."""
+    if type(item) is not dict or not item.keys() <= ITEM_FIELDS:
+        return None
+    user_uuid, resource, action = item.get("user_uuid"), item.get("resource"), item.get("action")
+    if type(user_uuid) is not str or type(resource) is not str or type(action) is not str:
+        return None
+    if UUID.fullmatch(user_uuid) is None or PART.fullmatch(resource) is None or PART.fullmatch(action) is None:
+        return None
+    loaded = {"user_uuid": user_uuid.lower(), "resource": resource, "action": action}
+    if "group_uuid" in item:
+        group_uuid = item["group_uuid"]
+        if type(group_uuid) is not str or UUID.fullmatch(group_uuid) is None:
+            return None
+        loaded["group_uuid"] = group_uuid.lower()
+    return loaded
 
 
 def as_identity(user: User, policy_revision: int | None = None) -> Identity:
@@ -127,11 +154,14 @@ class AuthzCheck:
             raise Invalid.one("checks", "Not a valid list.")
         if not 1 <= len(checks) <= MAX_CHECKS:
             raise Invalid.one("checks", f"Give 1 to {MAX_CHECKS} checks.")
-        item_schema = AuthzCheckItemSchema()
         loaded = []
         for index, item in enumerate(checks):
+            plain = plain_item(item)
+            if plain is not None:
+                loaded.append(plain)
+                continue
             try:
-                loaded.append(item_schema.load(item))
+                loaded.append(ITEM.load(item))
             except ValidationError as exc:
                 messages = exc.messages if isinstance(exc.messages, dict) else {"_schema": exc.messages}
                 field, message = next(iter(messages.items()))
