@@ -199,6 +199,17 @@ class GroupStore(RecordStore[Group], Protocol):
         a live group has the name, also under concurrent inserts from threads and other
         processes (the database enforces it)."""
 
+    def for_update(self, uuid: str) -> Group | None:
+        """The live group ``uuid`` as stored now, or ``None`` (unknown, deleted, or
+        ``uuid`` not a ``str``), read from the primary.
+
+        Inside :meth:`Storage.atomic` the row stays locked until the block ends, as
+        :meth:`UserStore.for_update` holds a user's, against every write that takes the
+        group's row: its ``update`` and ``delete``, and a membership's ``create`` and
+        ``delete``, which lock it first. Locky adds a membership so: the group locked,
+        then its policy asked about the caller's own membership there, then the insert;
+        a concurrent removal of the caller's membership is either seen or waits."""
+
     def update(self, id: int, **changes: Any) -> Group:
         """Change ``name``, ``description`` and/or ``external_id`` (``""`` clears it);
         return the updated group. ``None``

@@ -406,7 +406,7 @@ def test_the_decision_is_made_in_the_transaction_that_writes(locky_app_factory):
     assert storage.blocks == 1
     assert [(name, depth) for name, depth in storage.calls if depth == 0] == []
     names = [name for name, _ in storage.calls]
-    assert names[:3] == ["groups.get_by_uuid", "users.get_by_uuid", "roles.list"]
+    assert names[:3] == ["groups.for_update", "users.get_by_uuid", "roles.list"]
     assert names[-1] == "members.create" and names.count("members.create") == 1
     assert "members.role_of" in names[3:-1]
     assert count(client, owner, "members", group_uuid=group["uuid"]) == 2

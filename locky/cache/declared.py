@@ -90,7 +90,7 @@ STORES: dict[str, dict[str, Effect]] = {
         "delete": moves(USER_ID, "id"),  # its sessions end with it: they carry its tags
         "mark_verified": moves(USER_UUID, "uuid"),
     },
-    "groups": {**_RECORD_READS, "create": UNCACHED, "update": UNCACHED, "delete": UNCACHED},
+    "groups": {**_RECORD_READS, "for_update": READ, "create": UNCACHED, "update": UNCACHED, "delete": UNCACHED},
     # Memberships are read live by authorizers (role_of, roles_in): they move no revision.
     "members": {**_RECORD_READS, "role_of": READ, "roles_in": READ, "create": UNCACHED, "delete": UNCACHED},
     "roles": {

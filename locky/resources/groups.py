@@ -122,7 +122,7 @@ def referenced_role(storage, *, group_uuid: str, user_uuid: str, role: str) -> R
     else ``Invalid.missing`` for the first of ``group_uuid``, ``user_uuid``, ``role``
     that names no live record, as ``MemberStore.create`` raises it (one 400 and one
     message, whichever of the two finds it)."""
-    if storage.groups.get_by_uuid(group_uuid) is None:
+    if storage.groups.for_update(group_uuid) is None:  # held: see add_member
         raise Invalid.missing("group_uuid")
     if storage.users.get_by_uuid(user_uuid) is None:
         raise Invalid.missing("user_uuid")
@@ -139,7 +139,9 @@ def add_member(context, identity, *, group_uuid: str, user_uuid: str, role: str)
 
     1. the group, the user and the role are live (:func:`referenced_role`): a 400
        whoever asks, before the policy is asked (a deleted group has no owner left to
-       be allowed);
+       be allowed). The group's row is locked first (``GroupStore.for_update``), as a
+       membership's removal locks it: the caller's own membership, which the policy
+       reads next, cannot be removed between the decision and the insert;
     2. the policy: ``members`` × ``create`` and ``members`` × ``assign:<role>`` in the
        group, then every right the role could use there (:func:`require_holding`), else
        :class:`Forbidden` (403), which undoes the block: nothing is written;

@@ -1298,6 +1298,49 @@ class StorageContract:
         assert seen == ["Ada", "wrote"]  # the writer finished after the holder's block
         assert storage.users.get(user.id).name == "Bob"
 
+    def test_group_for_update_reads_the_live_group(self, storage):
+        ada = self.user(storage)
+        group = self.group(storage, ada)
+        assert storage.groups.for_update(group.uuid) == group
+        renamed = storage.groups.update(group.id, name="builders")
+        assert storage.groups.for_update(group.uuid) == renamed
+        assert storage.groups.for_update("00000000-0000-4000-8000-000000000000") is None
+        assert storage.groups.for_update(7) is None
+        storage.groups.delete(group.id)
+        assert storage.groups.for_update(group.uuid) is None
+
+    def test_group_for_update_holds_membership_removals_until_the_block_ends(self, seeded):
+        """A decision on the group's memberships (the caller's own role there) and the
+        write that follows it are one step: a membership of the group removed meanwhile
+        waits for the block."""
+        storage = seeded
+        ada = self.user(storage)
+        group = self.group(storage, ada)
+        bob = self.user(storage, "bob@example.com", "Bob")
+        member = storage.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="member")
+        locked, released = threading.Event(), threading.Event()
+        seen: list[str] = []
+
+        def holder():
+            with storage.atomic():
+                storage.groups.for_update(group.uuid)
+                locked.set()
+                released.wait(5)
+                time.sleep(0.2)  # the remover has had time to try
+                seen.append(storage.members.role_of(bob.uuid, group.uuid))
+
+        def remover():
+            locked.wait(5)
+            released.set()
+            storage.members.delete(member.id)
+            seen.append("removed")
+
+        with ThreadPoolExecutor(2) as pool:
+            for future in [pool.submit(holder), pool.submit(remover)]:
+                future.result(30)
+        assert seen == ["member", "removed"]
+        assert storage.members.role_of(bob.uuid, group.uuid) is None
+
     # -- codes ------------------------------------------------------------------
 
     def test_code_add_and_find(self, storage):

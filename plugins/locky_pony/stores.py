@@ -270,6 +270,15 @@ class GroupStore(Collection):
         return group_record(row)
 
     @transaction
+    def for_update(self, uuid: str) -> Group | None:
+        # As UserStore.for_update: inside a caller's atomic block the lock holds until
+        # it commits; alone it is a fresh primary read.
+        if not isinstance(uuid, str):
+            return None
+        row = self.entity.get_for_update(uuid=uuid, del_token=0)
+        return None if row is None else group_record(row)
+
+    @transaction
     def update(self, id: int, **changes: Any) -> Group:
         return group_record(self._update(id, changes, "name", "Already exists."))
 

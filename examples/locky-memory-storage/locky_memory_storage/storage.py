@@ -249,6 +249,11 @@ class UserStore(_Records):
 class GroupStore(_Records):
     filters = ("name", "external_id")
 
+    def for_update(self, uuid: str) -> Group | None:
+        # Inside atomic() the storage's one lock is held until the block ends.
+        with self.lock:
+            return self.get_by_uuid(uuid) if isinstance(uuid, str) else None
+
     def create(self, *, name: str, description: str, owner_uuid: str | None,
                external_id: str | None = None) -> Group:
         with self.lock:
