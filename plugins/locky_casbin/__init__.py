@@ -286,9 +286,14 @@ class CasbinAuthorizer:
         ``(user_uuid, group_uuid)`` pairs they need are read in one storage call
         (``members.roles_in``), and each decision within reads them from there, so it
         costs no round trip. What they decide is what they decide one by one: the same
-        memberships, read live at the start of the batch."""
+        memberships, read live at the start of the batch. A storage without
+        ``roles_in`` (written before it) is asked ``role_of`` per decision, as before."""
         asked = frozenset(pairs)
-        token = _BATCH.set(_Memberships(self, asked, self.storage.members.roles_in(asked) if asked else {}))
+        roles_in = getattr(self.storage.members, "roles_in", None)
+        if roles_in is None or not asked:
+            yield
+            return
+        token = _BATCH.set(_Memberships(self, asked, roles_in(asked)))
         try:
             yield
         finally:
