@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from . import stores
-from .reads import column
+from .reads import column, selected
 
 #: The most values one ``IN`` list holds; more users (or groups) take more statements.
 CHUNK = 128
@@ -47,12 +47,17 @@ class MemberStore(stores.MemberStore):
         found = self._by_size.get((users, groups))
         if found is None:
             reads = self.reads
-            provider, entity = reads.provider, reads.entity
+            reader, provider, entity = reads.reader, reads.provider, reads.entity
             user_col, group_col = column(provider, entity, "user_uuid"), column(provider, entity, "group_uuid")
-            found = self._by_size[(users, groups)] = reads.reader.statement(
-                f"SELECT {user_col}, {group_col}, {column(provider, entity, 'role')} FROM {reads.columns.table}"
+            # Packed into one JSON array per row on MySQL/MariaDB (.reader): PyMySQL reads
+            # each column of each row in Python, a few hundred rows a batch.
+            select_list = reader.select_list(", ".join(
+                selected(reader, entity, name, column(provider, entity, name))
+                for name in ("user_uuid", "group_uuid", "role")))
+            found = self._by_size[(users, groups)] = reader.statement(
+                f"SELECT {select_list} FROM {reads.columns.table}"
                 f" WHERE {user_col} IN ({', '.join(['{}'] * users)})"
-                f" AND {reads.live} AND {group_col} IN ({', '.join(['{}'] * groups)})")
+                f" AND {reads.live} AND {group_col} IN ({', '.join(['{}'] * groups)})", packed=True)
         return found
 
     def roles_in(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
