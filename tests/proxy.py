@@ -4,6 +4,24 @@ from __future__ import annotations
 
 import socket
 import threading
+from contextlib import contextmanager
+from typing import Iterator
+from urllib.parse import urlsplit
+
+#: The port each database server listens on when its URL names none.
+DEFAULT_PORTS = {"postgres": 5432, "postgresql": 5432, "mysql": 3306, "redis": 6379}
+
+
+@contextmanager
+def proxy_to(url: str) -> Iterator["TcpProxy"]:
+    """A :class:`TcpProxy` in front of the server ``url`` names, its ``url`` the same
+    database (user, name, options) reached through the proxy."""
+    parts = urlsplit(url)
+    with TcpProxy(parts.hostname, parts.port or DEFAULT_PORTS[parts.scheme]) as proxy:
+        netloc = parts.netloc.rsplit("@", 1)
+        userinfo = netloc[0] + "@" if len(netloc) == 2 else ""
+        proxy.url = parts._replace(netloc=f"{userinfo}127.0.0.1:{proxy.port}").geturl()
+        yield proxy
 
 
 class TcpProxy:

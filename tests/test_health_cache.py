@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import threading
 import time
-from urllib.parse import urlsplit
 
 import pytest
 
 from locky.app import create_app
 from locky.testing import LockyClient, make_settings
-from locky.testing.databases import engine
 from locky_pony import guard
 from locky_pony.liveness import MAX_AGE
 
-from proxy import TcpProxy
+from proxy import proxy_to
 
 HEALTH = "/v1/public/health"
 OK, DOWN = (200, {"status": "ok"}), (503, {"status": "unavailable"})
@@ -102,11 +100,7 @@ def test_a_refused_write_shows_at_once_though_the_answer_is_kept(sqlite_app, mon
 
 @pytest.fixture
 def proxy(server_url):
-    parts = urlsplit(server_url)
-    with TcpProxy(parts.hostname, parts.port or (5432 if engine(server_url) == "postgres" else 3306)) as proxy:
-        netloc = parts.netloc.rsplit("@", 1)
-        userinfo = netloc[0] + "@" if len(netloc) == 2 else ""
-        proxy.url = parts._replace(netloc=f"{userinfo}127.0.0.1:{proxy.port}").geturl()
+    with proxy_to(server_url) as proxy:
         yield proxy
 
 

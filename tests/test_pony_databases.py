@@ -25,7 +25,7 @@ from locky.testing.databases import run_sql as raw
 from locky_pony import PonyStorage
 from locky_pony.migrations import LATEST as SCHEMA_VERSION
 
-from proxy import TcpProxy
+from proxy import TcpProxy, proxy_to
 
 DRIVER_WORDS = ("psycopg", "pymysql", "sqlite", "operationalerror", "interfaceerror", "pony",
                 "traceback", "connection refused", "server closed", "lost connection")
@@ -414,11 +414,7 @@ def assert_standard_503(result) -> None:
 
 @pytest.fixture
 def proxy(server_url):
-    parts = urlsplit(server_url)
-    with TcpProxy(parts.hostname, parts.port or (5432 if engine(server_url) == "postgres" else 3306)) as proxy:
-        netloc = parts.netloc.rsplit("@", 1)
-        userinfo = netloc[0] + "@" if len(netloc) == 2 else ""
-        proxy.url = parts._replace(netloc=f"{userinfo}127.0.0.1:{proxy.port}").geturl()
+    with proxy_to(server_url) as proxy:
         yield proxy
 
 

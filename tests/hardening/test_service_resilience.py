@@ -25,7 +25,7 @@ from locky.testing import PASSWORD
 from locky.testing.databases import engine
 from support.server import locky_server
 
-from proxy import TcpProxy
+from proxy import proxy_to
 
 pytestmark = pytest.mark.server
 TIMEOUT = 2  # LOCKY_DB_TIMEOUT of these servers
@@ -99,12 +99,7 @@ def replace_worker(server, victim: int) -> None:
 
 @pytest.fixture
 def proxied(server_url):
-    parts = urlsplit(server_url)
-    default = 5432 if engine(server_url) == "postgres" else 3306
-    with TcpProxy(parts.hostname, parts.port or default) as proxy:
-        netloc = parts.netloc.rsplit("@", 1)
-        userinfo = netloc[0] + "@" if len(netloc) == 2 else ""
-        proxy.url = parts._replace(netloc=f"{userinfo}127.0.0.1:{proxy.port}").geturl()
+    with proxy_to(server_url) as proxy:
         yield proxy
 
 
