@@ -108,6 +108,7 @@ def timed_login(client: RecordingClient, email: str, password: str) -> tuple[int
     return result.status_code, time.perf_counter() - start
 
 
+@pytest.mark.slow  # timed: the fast run checks the same through the work each check does (below)
 def test_a_cheaper_stored_hash_fails_as_slowly_as_an_unknown_email(locky_app_factory, locky_database_url):
     RecordingClient(locky_app_factory(bcrypt_rounds=CHEAP)).register("cheap@example.com", STRONG)
     assert cost_of_stored_hash(locky_database_url, "cheap@example.com") == CHEAP
