@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 import warnings
 from contextlib import contextmanager
+from dataclasses import fields, is_dataclass
 from typing import Any, Iterable, Iterator
 
+import orjson
 from apispec import APISpec
 from apispec.exceptions import DuplicateComponentNameError
 from apispec.ext.marshmallow import MarshmallowPlugin
@@ -104,8 +106,52 @@ SERVER_ERROR_TEXT = {
 }
 
 
+#: Documents built in this process, as JSON, by what they were built from
+#: (:func:`_made_from`); the most kept at once.
+_BUILT: dict[tuple, bytes] = {}
+_MOST_BUILT = 8
+
+
 def build(routes: Iterable[Route], hook=None, context=None) -> dict[str, Any]:
-    """The Swagger 2.0 document of ``routes`` (``locky_swagger`` hooks may add to it)."""
+    """The Swagger 2.0 document of ``routes`` (``locky_swagger`` hooks may add to it).
+
+    Without a ``locky_swagger`` hook implemented, the document depends on the routes'
+    descriptions alone: one built from the same descriptions earlier in this process is
+    given again (a copy of its own; building costs as much as the rest of an app), so a
+    process making many apps (the tests, ``locky check`` then ``serve``) builds it once."""
+    routes = list(routes)
+    if hook is not None and hook.locky_swagger.get_hookimpls():
+        return _build(routes, hook, context)
+    key = _made_from(routes)
+    made = _BUILT.get(key)
+    if made is None:
+        made = orjson.dumps(_build(routes))
+        if len(_BUILT) >= _MOST_BUILT:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[key] = made
+    return orjson.loads(made)
+
+
+def _made_from(routes: list[Route]) -> tuple:
+    """What the document of ``routes`` is made from: every field of each route but its
+    resource, and of each of its operations (schema classes by identity)."""
+    return tuple(
+        tuple(_frozen(getattr(route, f.name)) for f in fields(route) if f.name != "resource")
+        for route in routes)
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` as a key: dicts, lists and dataclasses (an :class:`Operation`) as tuples."""
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in sorted(value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(v) for v in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return (type(value), *(_frozen(getattr(value, f.name)) for f in fields(value)))
+    return value
+
+
+def _build(routes: list[Route], hook=None, context=None) -> dict[str, Any]:
     marshmallow = MarshmallowPlugin()
     spec = APISpec(
         title=TITLE,

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import posixpath
 import re
+import types
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlparse
 
 import pytest
 from openapi_spec_validator import validate
 from openapi_spec_validator.validation import OpenAPIV2SpecValidator
+
+from locky import Operation, Route, hookimpl
 
 DOC = "/swagger/doc.json"
 UI = "/swagger/index.html"
@@ -509,3 +512,29 @@ def test_passwords_are_documented_in_characters_and_checked_in_bytes(doc, locky_
         assert (result.status_code == 201) == accepted, (password, result.text)
         if documented(schema, password):
             assert accepted or len(password.encode()) > 72, password
+
+
+class Palette:
+    def on_get(self, req, resp):
+        resp.media = {"colour": "blue"}
+
+
+def test_apps_of_the_same_routes_share_how_the_document_was_made_not_the_document(locky_app_factory):
+    """Apps of one process with the same routes get the document built once, each a copy of
+    its own; other routes, or a ``locky_swagger`` hook, get a document of their own."""
+    first, second = locky_app_factory(), locky_app_factory()
+    assert first.swagger == second.swagger and first.swagger is not second.swagger
+    first.swagger["paths"].clear()  # one app's copy changed: not the other's
+    assert "/internal/users" in second.swagger["paths"]
+    assert "/internal/users" in locky_app_factory().swagger["paths"]
+
+    painting = types.ModuleType("locky_paint")
+    painting.locky_routes = hookimpl(lambda context: [
+        Route("/v1/palette", Palette(), (Operation("GET", "Palette", "paint"),))])
+    painted = locky_app_factory(plugin_objects=[painting])
+    assert "/palette" in painted.swagger["paths"] and "/palette" not in second.swagger["paths"]
+
+    titled = types.ModuleType("locky_title")
+    titled.locky_swagger = hookimpl(lambda spec, context: spec.components.schema("Colour", {"type": "string"}))
+    assert locky_app_factory(plugin_objects=[titled]).swagger["definitions"]["Colour"] == {"type": "string"}
+    assert "Colour" not in locky_app_factory().swagger["definitions"]
