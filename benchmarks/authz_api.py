@@ -24,7 +24,7 @@ global grant (user ``i``: role ``i % roles``), and a role ``bench-all`` (``dashb
 Every answer is checked against what the seeding implies, so a fast wrong answer
 cannot pass. A script, not a test.
 
-``--throughput`` measures instead what issue 37 asks of the decision API, on each engine
+``--throughput`` measures instead the decision API as applications call it, on each engine
 of ``--engines`` (a smaller world: ``--users`` 1,000 by default): ``wrk`` against a real
 ``locky serve`` (2 workers) posting batches of 100 checks (group-scoped, half allowed),
 then single ``GET`` checks, then a user read by id; req/s, and the CPU of the server's
@@ -132,6 +132,15 @@ class InProcess:
 
 
 # -- seeding ----------------------------------------------------------------------------
+
+
+def caller_token(server) -> str:
+    """The benchmark caller's access token from ``server`` (a ``locky serve`` of
+    :func:`locky_server`), or the run stops saying why."""
+    status, _, body = server.request("POST", "/v1/public/users/login", {"email": CALLER, "password": CALLER_PASSWORD})
+    if status != 200:
+        raise SystemExit(f"login: {status} {body}")
+    return body["access_token"]
 
 
 def settings_for(directory: Path, database_url: str | None = None) -> Settings:
@@ -339,11 +348,7 @@ def throughput(engine: str, workdir: Path, args) -> None:
         with locky_server(workdir / f"server-{engine}", env=env, workers=2) as server:
             server.request("POST", "/v1/public/users/register",
                            {"name": "Bench Caller", "email": CALLER, "password": CALLER_PASSWORD})
-            status, _, body = server.request("POST", "/v1/public/users/login",
-                                             {"email": CALLER, "password": CALLER_PASSWORD})
-            if status != 200:
-                raise SystemExit(f"login: {status} {body}")
-            token = body["access_token"]
+            token = caller_token(server)
             remote = Http(server.url, token)
             rng = random.Random(args.seed)
             bodies = []
@@ -387,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--small", action="store_true", help="tiny sizes, to see that it runs")
     parser.add_argument("--throughput", action="store_true",
-                        help="req/s and CPU per decision under wrk, on each of --engines (issue 37)")
+                        help="req/s and CPU per decision under wrk, on each of --engines")
     parser.add_argument("--engines", default="sqlite", help="with --throughput: comma-separated sqlite, postgres, mysql")
     parser.add_argument("--seconds", type=float, default=5, help="with --throughput: length of each wrk run")
     from .oauth import add_server_arguments
@@ -425,11 +430,7 @@ def main(argv: list[str] | None = None) -> int:
             if registered.status_code != 201:
                 raise SystemExit(f"register: {registered.status_code} {registered.text}")
             with locky_server(directory / "server", env=env, workers=1) as server:
-                status, _, body = server.request("POST", "/v1/public/users/login",
-                                                 {"email": CALLER, "password": CALLER_PASSWORD})
-                if status != 200:
-                    raise SystemExit(f"login: {status} {body}")
-                token = body["access_token"]
+                token = caller_token(server)
                 remote = Http(server.url, token)
                 inproc = InProcess(app, token)
 
