@@ -135,6 +135,15 @@ class Collection:
         row = self.entity.get_for_update(id=id)
         return row if row is not None and row.del_token == 0 else None
 
+    def _locked_record(self, uuid: str):
+        """The live record ``uuid``, its row locked for the rest of the transaction (a
+        caller's atomic block: until it commits), or ``None``: what ``for_update`` of the
+        users and of the groups answers."""
+        if not isinstance(uuid, str):
+            return None
+        row = self.entity.get_for_update(uuid=uuid, del_token=0)
+        return None if row is None else self.to_record(row)
+
     def _live_or_404(self, id: int):
         row = self._live(id)
         if row is None:
@@ -213,10 +222,7 @@ class UserStore(Collection):
     def for_update(self, uuid: str) -> User | None:
         # Inside a caller's atomic block the lock holds until it commits (see the module
         # docstring: the block's first statement); alone it is a fresh primary read.
-        if not isinstance(uuid, str):
-            return None
-        row = self.entity.get_for_update(uuid=uuid, del_token=0)
-        return None if row is None else user_record(row)
+        return self._locked_record(uuid)
 
     @transaction
     def mark_verified(self, uuid: str, email: str) -> User | None:
@@ -273,10 +279,7 @@ class GroupStore(Collection):
     def for_update(self, uuid: str) -> Group | None:
         # As UserStore.for_update: inside a caller's atomic block the lock holds until
         # it commits; alone it is a fresh primary read.
-        if not isinstance(uuid, str):
-            return None
-        row = self.entity.get_for_update(uuid=uuid, del_token=0)
-        return None if row is None else group_record(row)
+        return self._locked_record(uuid)
 
     @transaction
     def update(self, id: int, **changes: Any) -> Group:
