@@ -32,7 +32,7 @@ import casbin
 from locky import BuiltinRole, Permission, User, hookimpl, is_client_subject
 from locky.storage import REVISION, Watcher, every
 
-from . import policy_files
+from . import matcher, policy_files
 
 CACHE_SIZE = 4096
 #: The action that stands for "assign any custom role" (``members``, ``assign:<role>``).
@@ -103,10 +103,16 @@ class _PolicySnapshot:
             assertion.policy_map[",".join(rule)] = len(assertion.policy)
             assertion.policy.append(rule)
         self.enforcer.build_role_links()
+        #: Locky's own model is decided line by line in Python (:mod:`.matcher`); any
+        #: other model by Casbin's evaluation of its matcher.
+        self.rule = matcher.line_rule(self.enforcer)
         self.all_p = self.enforcer.model["p"]["p"].policy
         self.index: dict[str, list[list[str]]] = {}
+        #: The same lines by subject, then by resource (``*`` included as written).
+        self.by_object: dict[str, dict[str, list[list[str]]]] = {}
         for line in self.all_p:
             self.index.setdefault(line[0], []).append(line)
+            self.by_object.setdefault(line[0], {}).setdefault(line[2], []).append(line)
         self.closures: dict[str, tuple[str, ...]] = {}
         self.inherited: dict[str, list[str]] = {}
         self.allowing_cache: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
@@ -123,12 +129,22 @@ class _PolicySnapshot:
         return found
 
     def enforce(self, subject: str, dom: str, obj: str, act: str) -> bool:
+        rule = self.rule
+        if rule is not None:
+            # Locky's model: only the lines on ``obj`` or on ``*`` can allow (:mod:`.matcher`).
+            by_object = self.by_object
+            return any(rule(line, subject, dom, obj, act)
+                       for role in self.closure(subject) if role in by_object
+                       for on in (obj, "*") for line in by_object[role].get(on, ()))
         lines = [line for role in self.closure(subject) for line in self.index.get(role, ())]
         return self._enforce_over(lines, subject, dom, obj, act)
 
     def _enforce_over(self, lines: list[list[str]], subject: str, dom: str, obj: str, act: str) -> bool:
         if not lines:
             return False
+        rule = self.rule
+        if rule is not None:
+            return any(rule(line, subject, dom, obj, act) for line in lines)
         assertion = self.enforcer.model["p"]["p"]
         with policy_files.EVALUATION:
             assertion.policy = lines  # evaluate the matcher over these lines only
