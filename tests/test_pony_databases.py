@@ -207,10 +207,18 @@ def undo_passkeys_step(url: str) -> None:
         raw(url, f"ALTER TABLE {table} DROP COLUMN external_id")
 
 
+def undo_membership_roles_index_step(url: str) -> None:
+    """Undo schema step 11 (``v0011_membership_roles_index``): the memberships' index
+    for batch role reads."""
+    index = "idx_locky_members__user_uuid_del_token_group_uuid_role"
+    raw(url, f"DROP INDEX {index} ON locky_members" if engine(url) == "mysql" else f"DROP INDEX {index}")
+
+
 def test_a_database_behind_the_code_migrates_or_names_the_command(database_url):
     app_for(database_url).close()
     raw(database_url, f"UPDATE locky_meta SET number = 1 WHERE {meta_key(database_url)} = 'schema_version'")
     raw(database_url, "DROP TABLE locky_schema_history")  # back to the 1.0.0 schema:
+    undo_membership_roles_index_step(database_url)  # step 11 undone
     undo_passkeys_step(database_url)  # step 10 undone
     undo_throttle_backoff_step(database_url)  # step 3 undone too
     undo_account_lifecycle_step(database_url)  # and step 4

@@ -103,6 +103,7 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         composite_index(group_uuid, del_token, id)
         composite_index(user_uuid, del_token, id)
         composite_index(role, del_token, id)
+        composite_index(user_uuid, del_token, group_uuid, role)  # schema step 11
 
     class RoleRow(db.Entity):
         _table_options_ = options

@@ -6,8 +6,11 @@ docs/http/authorization.md) reads here, once, the memberships every group-scoped
 batch needs, instead of one ``role_of`` round trip per check.
 
 The statement selects the live memberships whose user is one of the batch's users and
-whose group is one of its groups (the ``(user_uuid, del_token, id)`` index finds them);
-the pairs asked for are then picked out. Its ``IN`` lists are padded to a power of two
+whose group is one of its groups, from the ``(user_uuid, del_token, group_uuid, role)``
+index alone (schema step 11): each user's live rows are one range of it, and their group
+is compared there. SQLite is told not to probe that index once per (user, group) of the
+two lists instead (``+group_uuid``): with 128 of each, 16,384 probes took 6x longer than
+the ranges. The pairs asked for are then picked out. Its ``IN`` lists are padded to a power of two
 (the last value repeated), so a handful of statement texts serve every batch: each is
 prepared once per connection on PostgreSQL (:mod:`.reader`), not once per batch size.
 """
@@ -54,10 +57,12 @@ class MemberStore(stores.MemberStore):
             select_list = reader.select_list(", ".join(
                 selected(reader, entity, name, column(provider, entity, name))
                 for name in ("user_uuid", "group_uuid", "role")))
+            # SQLite: compare the group on each row of a user's range (see the docstring).
+            group_term = f"+{group_col}" if reader.dialect == "SQLite" else group_col
             found = self._by_size[(users, groups)] = reader.statement(
                 f"SELECT {select_list} FROM {reads.columns.table}"
                 f" WHERE {user_col} IN ({', '.join(['{}'] * users)})"
-                f" AND {reads.live} AND {group_col} IN ({', '.join(['{}'] * groups)})", packed=True)
+                f" AND {reads.live} AND {group_term} IN ({', '.join(['{}'] * groups)})", packed=True)
         return found
 
     def roles_in(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:

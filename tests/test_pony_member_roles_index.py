@@ -1,0 +1,75 @@
+"""Schema step 11 (the memberships' index for batch role reads) carries a database at
+version 10, on every engine: the memberships it had are found by ``roles_in`` and
+``role_of`` afterwards, deleted ones are not, and the batch read is answered from the
+new index alone (SQLite's plan says so)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from pony.orm import db_session
+
+from locky import utcnow
+from locky.testing import make_settings
+from locky.testing.databases import scratch_database
+from locky_pony import PonyStorage
+from locky_pony.migrations import LATEST
+
+from test_pony_oauth_schema import migrate_to
+
+#: The version before the index.
+BEFORE = 10
+INDEX = "idx_locky_members__user_uuid_del_token_group_uuid_role"
+ADA, BEA = "11111111-1111-4111-8111-111111111111", "33333333-3333-4333-8333-333333333333"
+TEAM = "22222222-2222-4222-8222-222222222222"
+
+
+@pytest.fixture
+def tableless_url(database_url):
+    """A database without a single table (see tests/test_pony_oauth_schema.py)."""
+    if database_url.startswith("sqlite"):
+        yield database_url
+        return
+    with scratch_database(database_url) as scratch:
+        yield scratch.url
+
+
+def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_url):
+    storage = PonyStorage(make_settings(tableless_url))
+    try:
+        migrate_to(storage, BEFORE)
+        assert storage.schema().current == BEFORE
+        now = utcnow()
+        with db_session:  # rows as the version 10 schema takes them
+            db = storage.db
+            for uuid, name, email in ((ADA, "Ada", "ada@example.com"), (BEA, "Bea", "bea@example.com")):
+                db.execute("INSERT INTO locky_users (uuid, created_at, updated_at, del_token, name, email,"
+                           " password_hash) VALUES ($uuid, $now, $now, 0, $name, $email, 'x')",
+                           {"uuid": uuid, "now": now, "name": name, "email": email})
+            db.execute("INSERT INTO locky_groups (uuid, created_at, updated_at, del_token, name, description)"
+                       " VALUES ($uuid, $now, $now, 0, 'engineers', '')", {"uuid": TEAM, "now": now})
+            for uuid, user, role, del_token in (("44444444-4444-4444-8444-444444444444", ADA, "owner", 0),
+                                                ("55555555-5555-4555-8555-555555555555", BEA, "viewer", 7)):
+                db.execute("INSERT INTO locky_members (uuid, created_at, updated_at, del_token, "
+                           + ('"group", "user"' if not tableless_url.startswith("mysql") else "`group`, `user`")
+                           + ", group_uuid, user_uuid, role) VALUES ($uuid, $now, $now, $del_token,"
+                           " (SELECT id FROM locky_groups WHERE uuid = $team),"
+                           " (SELECT id FROM locky_users WHERE uuid = $user), $team, $user, $role)",
+                           {"uuid": uuid, "now": now, "del_token": del_token, "team": TEAM, "user": user,
+                            "role": role})
+
+        assert [step.version for step in storage.migrate()] == list(range(BEFORE + 1, LATEST + 1))
+        assert storage.schema().current == LATEST
+
+        assert storage.members.roles_in([(ADA, TEAM), (BEA, TEAM)]) == {(ADA, TEAM): "owner"}
+        assert (storage.members.role_of(ADA, TEAM), storage.members.role_of(BEA, TEAM)) == ("owner", None)
+        if tableless_url.startswith("sqlite"):
+            path = tableless_url.removeprefix("sqlite:///")
+            with sqlite3.connect(path) as connection:
+                statement = storage.members._statement(2, 2).direct
+                plan = " ".join(row[3] for row in connection.execute(
+                    f"EXPLAIN QUERY PLAN {statement}", [ADA, BEA, TEAM, TEAM]))
+            assert f"COVERING INDEX {INDEX} (user_uuid=? AND del_token=?)" in plan, plan
+    finally:
+        storage.close()
