@@ -27,7 +27,8 @@ cannot pass. A script, not a test.
 ``--throughput`` measures instead the decision API as applications call it, on each engine
 of ``--engines`` (a smaller world: ``--users`` 1,000 by default): ``wrk`` against a real
 ``locky serve`` (2 workers) posting batches of 100 checks (group-scoped, half allowed),
-then single ``GET`` checks, then a user read by id; req/s, and the CPU of the server's
+first 20 bodies cycled (decisions the workers made before), then 300 (nearly every
+decision made anew), then single ``GET`` checks, then a user read by id; req/s, and the CPU of the server's
 processes (``/proc``) per decision and per request, with the machine's load average:
 
     python -m benchmarks.authz_api --throughput --engines sqlite,postgres,mysql --seconds 5
@@ -305,7 +306,12 @@ def listings(api, world: dict, rounds: int, rng: random.Random) -> dict[str, lis
 # -- throughput: req/s and CPU per decision under wrk ---------------------------------------
 
 THROUGHPUT_DB = "locky_bench_authz"
-BATCHES = 20  # distinct bodies of 100 checks, cycled by wrk
+BATCHES = 20  # distinct bodies of 100 checks, cycled by wrk: decisions the workers have made before
+#: Bodies of new questions: more decisions than a worker keeps (4,096 a policy snapshot),
+#: so nearly every one is decided anew, as when applications ask about many resources.
+NEW_BATCHES = 300
+#: Single checks cycled by wrk, enough that they too are decided anew.
+SINGLES = 6000
 
 
 def _authorized_post_script(token: str, bodies: list[dict]) -> str:
@@ -352,13 +358,14 @@ def throughput(engine: str, workdir: Path, args) -> None:
             remote = Http(server.url, token)
             rng = random.Random(args.seed)
             bodies = []
-            for _ in range(BATCHES):
+            for _ in range(BATCHES + NEW_BATCHES):
                 asked = questions(world, rng, 100)
                 body = {"checks": [params for params, _ in asked]}
                 if remote.post(CHECK, body) != {"results": [{"allowed": expected} for _, expected in asked]}:
                     raise SystemExit("wrong batch answer")
                 bodies.append(body)
-            singles = [f"{CHECK}?{urlencode(params)}" for params, _ in questions(world, rng, 200)]
+            bodies, new_bodies = bodies[:BATCHES], bodies[BATCHES:]
+            singles = [f"{CHECK}?{urlencode(params)}" for params, _ in questions(world, rng, SINGLES)]
             me = remote.get("/v1/internal/users/me", {})
             item = [f"/v1/internal/users/{me['id']}"]
             pid = server.process.pid
@@ -370,6 +377,8 @@ def throughput(engine: str, workdir: Path, args) -> None:
             print(f"  {'scenario':<40} {'req/s':>9} {'CPU µs/r':>10} {'µs/dec':>9} {'errors':>6} {'load1':>6}")
             print(_measured(f"{engine}: batch of 100 checks (POST)", server.url,
                             _authorized_post_script(token, bodies), args, pid, 100))
+            print(_measured(f"{engine}: batch of 100, new questions", server.url,
+                            _authorized_post_script(token, new_bodies), args, pid, 100))
             print(_measured(f"{engine}: single check (GET)", server.url, load.get_script(singles, [token]),
                             args, pid, 1))
             print(_measured(f"{engine}: user by id (GET, own)", server.url, load.get_script(item, [token]),
