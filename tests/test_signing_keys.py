@@ -801,6 +801,7 @@ def test_apps_rotating_at_once_end_with_one_active_key(app_client, monkeypatch):
         assert client.simulate_get(ME, headers=admin.headers).status_code == 200
 
 
+@pytest.mark.slow  # waits out ACTIVE_RECHECK (30 s) on two servers
 @pytest.mark.server
 def test_two_servers_on_one_database_agree_on_one_key(tmp_path, locky_database_url):
     """Two ``locky serve`` (two workers each) start at once on an empty database and
