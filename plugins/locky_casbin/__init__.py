@@ -114,6 +114,7 @@ class _PolicySnapshot:
             self.index.setdefault(line[0], []).append(line)
             self.by_object.setdefault(line[0], {}).setdefault(line[2], []).append(line)
         self.closures: dict[str, tuple[str, ...]] = {}
+        self.acting: dict[str, bool] = {}
         self.inherited: dict[str, list[str]] = {}
         self.allowing_cache: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
         self.decisions: OrderedDict = OrderedDict()
@@ -126,6 +127,17 @@ class _PolicySnapshot:
             if len(self.closures) > 65536:
                 self.closures.clear()
             self.closures[subject] = found
+        return found
+
+    def acts(self, subject: str) -> bool:
+        """Whether ``subject`` has lines of its own or inherits a role's: one that has
+        neither cannot change a decision."""
+        found = self.acting.get(subject)
+        if found is None:
+            found = len(self.closure(subject)) > 1 or subject in self.index
+            if len(self.acting) > 65536:
+                self.acting.clear()
+            self.acting[subject] = found
         return found
 
     def enforce(self, subject: str, dom: str, obj: str, act: str) -> bool:
@@ -262,6 +274,14 @@ class CasbinAuthorizer:
         ``global``, or ``group`` for the role of the membership in ``group_uuid``.
         Global grants come from ``snapshot``'s cache, filled from storage on a miss.
         A machine client holds ``client`` where a user holds ``user``."""
+        held = [(subject, "global") for subject in self._global_subjects(snapshot, user)]
+        role = self._group_role(user, group_uuid)
+        if role is not None:
+            held.append((role, "group"))
+        return held
+
+    def _global_subjects(self, snapshot: _PolicySnapshot, user: User) -> list[str]:
+        """The subjects of :meth:`held` that hold everywhere."""
         subjects = [CLIENT_ROLE if is_client_subject(user.uuid) else USER_ROLE, user.uuid]
         # An address (LOCKY_ADMIN_EMAILS, a `g, EMAIL, role` line) speaks for an account
         # only once it proved it receives mail there (docs/http/authorization.md and accounts.md): registering or
@@ -280,12 +300,14 @@ class CasbinAuthorizer:
                 cache.clear()
             cache[user.uuid] = grants
         subjects.extend(grants)
-        held = [(subject, "global") for subject in subjects]
-        if group_uuid is not None:
-            role = self._role_of(user.uuid, group_uuid)
-            if role is not None and role not in GLOBAL_ROLES:
-                held.append((role, "group"))
-        return held
+        return subjects
+
+    def _group_role(self, user: User, group_uuid: str | None) -> str | None:
+        """The subject of :meth:`held` that holds in ``group_uuid`` only, if any."""
+        if group_uuid is None:
+            return None
+        role = self._role_of(user.uuid, group_uuid)
+        return role if role is not None and role not in GLOBAL_ROLES else None
 
     def _role_of(self, user_uuid: str, group_uuid: str) -> str | None:
         """The user's role in the group: from the batch being decided when it read this
@@ -319,10 +341,14 @@ class CasbinAuthorizer:
                    policy_revision: int | None = None) -> bool:
         snapshot = self._current(policy_revision)
         dom = "self" if own else "*"
-        subjects = [subject for subject, _ in self.held(snapshot, user, group_uuid)]
+        subjects = self._global_subjects(snapshot, user)
+        role = self._group_role(user, group_uuid)
+        if role is not None:
+            subjects.append(role)
         # Subjects with no lines of their own (most users' uuid and email) are dropped
         # before the cache key is made, so the cache is shared across users.
-        active = tuple(sorted({s for s in subjects if len(snapshot.closure(s)) > 1 or s in snapshot.index}))
+        acts = snapshot.acts
+        active = tuple(sorted({s for s in subjects if acts(s)}))
         key = (active, dom, resource, action)
         with self._lock:
             cached = snapshot.decisions.get(key)
