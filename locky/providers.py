@@ -151,6 +151,12 @@ class UserStore(RecordStore[User], Protocol):
         """The live user with this email, compared lowercased (``"ADA@Example.COM"``
         finds ``ada@example.com``), or ``None``."""
 
+    def get_many_by_uuid(self, uuids: Iterable[str]) -> dict[str, User]:
+        """:meth:`get_by_uuid` of many uuids in one read: the live users found, keyed by
+        uuid; a uuid with none (or a value that is no string) is left out. A batch of
+        checks reads the users it asks about with it (docs/http/authorization.md); a
+        storage without it is asked :meth:`get_by_uuid` once per user."""
+
     def update(self, id: int, **changes: Any) -> User:
         """Change ``name``, ``email``, ``password_hash``, ``email_verified``,
         ``disabled`` and/or ``external_id`` (``""`` clears it: stored as ``None``);

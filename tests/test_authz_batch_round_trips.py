@@ -162,3 +162,20 @@ def test_a_plainly_valid_item_is_loaded_as_the_schema_loads_it():
             assert found == expected, item
     assert plain > 300
     assert plain_item(["not", "an", "object"]) is None and plain_item("x") is None
+
+
+def test_a_batch_reads_the_users_it_asks_about_in_one_statement(locky_client, locky_user, world):
+    checks = checks_of(world, 100, seed=11)
+    asked = {c["user_uuid"] for c in checks}
+    assert len(asked) > 10
+    storage = locky_client.app.context.storage
+    answers = batch(locky_client, locky_user, checks)  # the policy loaded, the grants read
+    statements = Statements(storage)
+    try:
+        storage.cache.clear()  # every checked user is read anew
+        assert batch(locky_client, locky_user, checks) == answers
+        users = [s for s in statements.seen if 'FROM "locky_users"' in s and "locky_sessions" not in s]
+        assert len(users) == 1, users
+        assert all(uuid in users[0] for uuid in asked - {NOBODY})
+    finally:
+        statements.close()

@@ -84,7 +84,7 @@ _RECORD_READS = {"get": KEPT, "get_by_uuid": KEPT, "list": KEPT, "list_documents
 #: Every method of every store of :class:`locky.providers.Storage`, by the store's name.
 STORES: dict[str, dict[str, Effect]] = {
     "users": {
-        **_RECORD_READS, "get_by_email": READ, "for_update": READ,
+        **_RECORD_READS, "get_by_email": READ, "for_update": READ, "get_many_by_uuid": KEPT,
         "create": UNCACHED,  # nothing cached names a user not made yet
         "update": moves(USER_ID, "id"),
         "delete": moves(USER_ID, "id"),  # its sessions end with it: they carry its tags

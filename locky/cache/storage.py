@@ -71,6 +71,20 @@ class Cache:
         self.misses += 1
         return MISSING, MISSING
 
+    def get_many(self, keys: list[Hashable]) -> list[Any]:
+        """The cached value (or :data:`MISSING`) of each of ``keys``, in order, for one
+        freshness check."""
+        if not self.fresh():
+            self.misses += len(keys)
+            return [MISSING] * len(keys)
+        now = time.monotonic()
+        with self._lock:
+            found = [self._live(key, now) for key in keys]
+        missing = found.count(MISSING)
+        self.hits += len(found) - missing
+        self.misses += missing
+        return found
+
     def _live(self, key: Hashable, now: float) -> Any:
         """The value of ``key`` while younger than ``max_age``, else :data:`MISSING` (the
         lock held)."""
@@ -143,6 +157,33 @@ def kept(cache: Cache, key: Hashable, read: Callable[[], Any], how: Callable[[An
 
 
 
+def kept_many(cache: Cache, keys: dict[Hashable, Any], read: Callable[[list], dict], how: Callable[[Any], dict],
+              ) -> dict[Any, Any]:
+    """:func:`kept` of many: ``keys`` maps each cache key to what ``read`` is given for
+    it; the values found, by that argument. What the cache misses is read at once
+    (``read(arguments) -> {argument: value}``) and kept."""
+    found: dict[Any, Any] = {}
+    missing = []
+    for (key, argument), value in zip(keys.items(), cache.get_many(list(keys))):
+        if value is MISSING:
+            missing.append((key, argument))
+        else:
+            found[argument] = value
+    if missing:
+        token = cache.token()
+        marked = FILLING.set(True)
+        try:
+            read_now = read([argument for _, argument in missing])
+        finally:
+            FILLING.reset(marked)
+        for key, argument in missing:
+            value = read_now.get(argument)
+            if value is not None:
+                cache.put(key, value, token, **how(value))
+                found[argument] = value
+    return found
+
+
 def user_tags(user) -> tuple[str, str]:
     """The tags of what is cached for ``user``: its record and its sessions."""
     return USER_ID + str(user.id), USER_UUID + user.uuid
@@ -213,6 +254,16 @@ class _Users(_Through):
         if not isinstance(uuid, str):
             return None
         return self._owner.cached(("user-uuid", uuid), self._inner.get_by_uuid, uuid)
+
+    def get_many_by_uuid(self, uuids):
+        """The users the cache holds, and the others in one read of ``inner`` (one by
+        one from a storage without ``get_many_by_uuid``)."""
+        inner = self._inner
+        many = getattr(inner, "get_many_by_uuid", None)
+        read = many if many is not None else (
+            lambda missing: {u: found for u in missing if (found := inner.get_by_uuid(u)) is not None})
+        keys = {("user-uuid", uuid): uuid for uuid in uuids if isinstance(uuid, str)}
+        return kept_many(self._owner.cache, keys, read, lambda found: {"tags": user_tags(found)})
 
 
 class _Sessions(_Through):

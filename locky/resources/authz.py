@@ -75,6 +75,14 @@ class Decisions:
             found[uuid] = self.users.get_by_uuid(uuid)
         return found[uuid]
 
+    def users_of(self, uuids) -> dict[str, User]:
+        """The live users of ``uuids`` by uuid, in one storage read when the storage can
+        (``get_many_by_uuid``), else one by one."""
+        many = getattr(self.users, "get_many_by_uuid", None)
+        if many is not None:
+            return many(uuids)
+        return {uuid: user for uuid in dict.fromkeys(uuids) if (user := self.users.get_by_uuid(uuid)) is not None}
+
     def allowed(self, user: User | None, resource: str, action: str, group_uuid: str | None,
                 policy_revision: int | None = None) -> bool:
         return user is not None and self.context.allowed(as_identity(user, policy_revision), resource, action,
@@ -126,8 +134,8 @@ class AuthzCheck:
         caller = req.context.identity
         self.context.require(caller, "authz", "read")
         checks = self._checks(read_json(req, self.context.settings.max_body_bytes))
-        users: dict[str, User | None] = {}
-        asked = [(self.decisions.user(c["user_uuid"], users), c) for c in checks]
+        users = self.decisions.users_of([c["user_uuid"] for c in checks])
+        asked = [(users.get(c["user_uuid"]), c) for c in checks]
         # One read of the memberships the batch needs, and one policy revision for all
         # (the caller's, or storage's read once): each decision is then CPU only.
         revision = caller.policy_revision if caller.policy_revision is not None else self.context.storage.revision()
@@ -218,10 +226,10 @@ class AuthzSubjects:
         resource, action, group_uuid = query["resource"], query["action"], query.get("group_uuid")
         holders = self.decisions.capability("explicit_holders")(resource, action, group_uuid)
         everyone = self.decisions.capability("may_everyone")(resource, action)
-        users: dict[str, User | None] = {}
+        users = self.decisions.users_of(holders)
         allowed = sorted(
-            (user for user in (self.decisions.user(uuid, users) for uuid in holders)
-             if user is not None and user.id > query["after_id"]
+            (user for user in users.values()
+             if user.id > query["after_id"]
              and self.decisions.allowed(user, resource, action, group_uuid)),
             key=lambda user: user.id,
         )

@@ -395,6 +395,18 @@ class StorageContract:
             with pytest.raises(NotFound):
                 storage.users.update(missing, name="x")
 
+    def test_user_get_many_by_uuid_reads_as_get_by_uuid_does(self, storage):
+        ada, bob = self.user(storage), self.user(storage, "bob@example.com", "Bob")
+        gone = self.user(storage, "gone@example.com", "Gone")
+        storage.users.delete(gone.id)
+        nobody = "00000000-0000-4000-8000-000000000000"
+        asked = [bob.uuid, ada.uuid, gone.uuid, nobody, None, 7, ada.uuid]
+        assert storage.users.get_many_by_uuid(iter(asked)) == {ada.uuid: ada, bob.uuid: bob}
+        assert storage.users.get_many_by_uuid([]) == {}
+        # More users than fit one list of values.
+        many = [self.user(storage, f"u{i}@example.com", f"U{i}") for i in range(140)]
+        assert storage.users.get_many_by_uuid([u.uuid for u in many]) == {u.uuid: u for u in many}
+
     def test_user_delete_is_soft_and_hides_the_user(self, storage):
         user = self.user(storage)
         keep = self.user(storage, "bob@example.com", "Bob")

@@ -10,9 +10,8 @@ whose group is one of its groups, from the ``(user_uuid, del_token, group_uuid, 
 index alone (schema step 11): each user's live rows are one range of it, and their group
 is compared there. SQLite is told not to probe that index once per (user, group) of the
 two lists instead (``+group_uuid``): with 128 of each, 16,384 probes took 6x longer than
-the ranges. The pairs asked for are then picked out. Its ``IN`` lists are padded to a power of two
-(the last value repeated), so a handful of statement texts serve every batch: each is
-prepared once per connection on PostgreSQL (:mod:`.reader`), not once per batch size.
+the ranges. The pairs asked for are then picked out. Its ``IN`` lists are padded to a
+power of two (:func:`.reads.padded`).
 """
 
 from __future__ import annotations
@@ -20,22 +19,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from . import stores
-from .reads import column, selected
-
-#: The most values one ``IN`` list holds; more users (or groups) take more statements.
-CHUNK = 128
-
-
-def _padded(values: list[str]) -> list[str]:
-    """``values`` (not empty) repeated at the end to the next power of two."""
-    size = 1
-    while size < len(values):
-        size *= 2
-    return values + [values[-1]] * (size - len(values))
-
-
-def _chunks(values: list[str]) -> list[list[str]]:
-    return [values[i:i + CHUNK] for i in range(0, len(values), CHUNK)]
+from .reads import chunks, column, in_list, padded, selected
 
 
 class MemberStore(stores.MemberStore):
@@ -61,8 +45,7 @@ class MemberStore(stores.MemberStore):
             group_term = f"+{group_col}" if reader.dialect == "SQLite" else group_col
             found = self._by_size[(users, groups)] = reader.statement(
                 f"SELECT {select_list} FROM {reads.columns.table}"
-                f" WHERE {user_col} IN ({', '.join(['{}'] * users)})"
-                f" AND {reads.live} AND {group_term} IN ({', '.join(['{}'] * groups)})", packed=True)
+                f" WHERE {in_list(user_col, users)} AND {reads.live} AND {in_list(group_term, groups)}", packed=True)
         return found
 
     def roles_in(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
@@ -72,9 +55,9 @@ class MemberStore(stores.MemberStore):
         users = sorted({u for u, _ in wanted})
         groups = sorted({g for _, g in wanted})
         found: dict[tuple[str, str], str] = {}
-        for user_chunk in _chunks(users):
-            for group_chunk in _chunks(groups):
-                user_values, group_values = _padded(user_chunk), _padded(group_chunk)
+        for user_chunk in chunks(users):
+            for group_chunk in chunks(groups):
+                user_values, group_values = padded(user_chunk), padded(group_chunk)
                 statement = self._statement(len(user_values), len(group_values))
                 for user_uuid, group_uuid, role in self.reads.reader.select(
                         statement, (*user_values, *group_values)):

@@ -153,6 +153,30 @@ class Columns:
         return self.record(*values)
 
 
+#: The most values one ``IN`` list of a read holds; more take more statements.
+IN_CHUNK = 128
+
+
+def padded(values: list) -> list:
+    """``values`` (not empty) with the last repeated up to the next power of two, so that
+    a handful of statement texts serve every number of values: each is prepared once per
+    connection on PostgreSQL (:mod:`.reader`), not once per size."""
+    size = 1
+    while size < len(values):
+        size *= 2
+    return values + [values[-1]] * (size - len(values))
+
+
+def chunks(values: list) -> list[list]:
+    """``values`` cut into lists of at most :data:`IN_CHUNK`."""
+    return [values[i:i + IN_CHUNK] for i in range(0, len(values), IN_CHUNK)]
+
+
+def in_list(sql_column: str, size: int) -> str:
+    """``column IN (...)`` with ``size`` parameters."""
+    return f"{sql_column} IN ({', '.join(['{}'] * size)})"
+
+
 class RecordReads:
     """The reads of one record kind: by id, by unique values, pages and counts."""
 
@@ -212,6 +236,20 @@ class RecordReads:
             f"SELECT {self.select_list} FROM {self.columns.table} WHERE {self._where(names)}"), packed=True)
         rows = self.reader.select(statement, tuple(values[n] for n in names))
         return self.columns.build(rows[0]) if rows else None
+
+    def find_many(self, name: str, values: list) -> list:
+        """The live records whose column ``name`` is one of ``values`` (unique among live
+        rows), in no order: one statement per :data:`IN_CHUNK` values, its ``IN`` list
+        padded (:func:`padded`) so that a few statement texts serve every size."""
+        found = []
+        for chunk in chunks(values):
+            chunk = padded(chunk)
+            statement = self._statement(("find_many", name, len(chunk)), lambda: (
+                f"SELECT {self.select_list} FROM {self.columns.table}"
+                f" WHERE {self._where((), in_list(column(self.provider, self.entity, name), len(chunk)))}"),
+                packed=True)
+            found.extend(self.columns.build(row) for row in self.reader.select(statement, tuple(chunk)))
+        return found
 
     def every(self, **values: Any) -> list:
         """Every live record with these column values, in id order (a few: a user's

@@ -207,6 +207,10 @@ class UserStore(Collection):
     def get_by_email(self, email: str) -> User | None:
         return self.reads.find(email=_email(email)) if isinstance(email, str) else None
 
+    def get_many_by_uuid(self, uuids: Iterable[str]) -> dict[str, User]:
+        wanted = sorted({uuid for uuid in uuids if isinstance(uuid, str)})
+        return {user.uuid: user for user in self.reads.find_many("uuid", wanted)} if wanted else {}
+
     @transaction
     def update(self, id: int, **changes: Any) -> User:
         if "email" in changes:

@@ -179,6 +179,11 @@ class _Records:
 class UserStore(_Records):
     filters = ("email", "external_id")
 
+    def get_many_by_uuid(self, uuids: Iterable[str]) -> dict[str, User]:
+        with self.lock:
+            found = (self._live(self.by_uuid.get(uuid)) for uuid in uuids if isinstance(uuid, str))
+            return {user.uuid: user for user in found if user is not None}
+
     def _filters(self, filters):
         wanted = super()._filters(filters)
         if isinstance(wanted.get("email"), str):
