@@ -71,6 +71,18 @@ def database_url(request, tmp_path) -> str:
     return empty_database_url(request, request.param, tmp_path)
 
 
+@pytest.fixture
+def tableless_url(database_url) -> Iterator[str]:
+    """A database of each engine without a single table (for a test that migrates from
+    version 0): SQLite's file is new; on a server, a scratch database of its own, since
+    the shared one is only emptied of rows between tests and keeps its schema."""
+    if database_url.startswith("sqlite"):
+        yield database_url
+        return
+    with scratch_database(database_url) as scratch:
+        yield scratch.url
+
+
 @pytest.fixture(params=_params(("postgres", "mysql")))
 def server_url(request, tmp_path) -> str:
     return empty_database_url(request, request.param, tmp_path)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 # Real database servers for the storage tests (PostgreSQL, MariaDB/MySQL).
-from backends import database_url, mysql_database, postgres_database, server_url  # noqa: E402,F401
+from backends import database_url, mysql_database, postgres_database, server_url, tableless_url  # noqa: E402,F401
 
 ALL_VARIABLE = "LOCKY_TEST_ALL"
 #: How many slow tests this run left out, for the summary.

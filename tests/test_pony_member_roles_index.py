@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import sqlite3
 
-import pytest
 from pony.orm import db_session
 
 from locky import utcnow
 from locky.testing import make_settings
-from locky.testing.databases import scratch_database
 from locky_pony import PonyStorage
 from locky_pony.migrations import LATEST
 
@@ -23,16 +21,6 @@ BEFORE = 10
 INDEX = "idx_locky_members__user_uuid_del_token_group_uuid_role"
 ADA, BEA = "11111111-1111-4111-8111-111111111111", "33333333-3333-4333-8333-333333333333"
 TEAM = "22222222-2222-4222-8222-222222222222"
-
-
-@pytest.fixture
-def tableless_url(database_url):
-    """A database without a single table (see tests/test_pony_oauth_schema.py)."""
-    if database_url.startswith("sqlite"):
-        yield database_url
-        return
-    with scratch_database(database_url) as scratch:
-        yield scratch.url
 
 
 def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_url):

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
 from pony.orm import commit, db_session
 
 from locky import SigningKey, utcnow
 from locky.testing import make_settings
-from locky.testing.databases import scratch_database
 from locky_pony import PonyStorage, schema
 from locky_pony.migrations import LATEST, steps
 
@@ -35,18 +33,6 @@ def migrate_to(storage: PonyStorage, version: int) -> None:
 def key(kid: str, *, days_ago: int) -> SigningKey:
     return SigningKey(kid=kid, alg="ES256", public_jwk='{"kid": "%s"}' % kid, private_key="sealed " + kid,
                       created_at=(utcnow() - timedelta(days=days_ago)).replace(microsecond=0))
-
-
-@pytest.fixture
-def tableless_url(database_url):
-    """A database without a single table (the test migrates from version 0): SQLite's file
-    is new; on a server, a scratch database of its own, since the shared one is only
-    emptied of rows between tests and keeps its schema."""
-    if database_url.startswith("sqlite"):
-        yield database_url
-        return
-    with scratch_database(database_url) as scratch:
-        yield scratch.url
 
 
 def test_steps_8_and_9_keep_the_keys_and_sessions_a_database_had(tableless_url):

@@ -10,7 +10,6 @@ from pony.orm import db_session
 
 from locky import Conflict, utcnow
 from locky.testing import make_settings
-from locky.testing.databases import scratch_database
 from locky_pony import PonyStorage
 from locky_pony.migrations import LATEST
 
@@ -18,16 +17,6 @@ from test_pony_oauth_schema import migrate_to
 
 #: The version before passkeys and provisioning ids.
 BEFORE = 9
-
-
-@pytest.fixture
-def tableless_url(database_url):
-    """A database without a single table (see tests/test_pony_oauth_schema.py)."""
-    if database_url.startswith("sqlite"):
-        yield database_url
-        return
-    with scratch_database(database_url) as scratch:
-        yield scratch.url
 
 
 def test_step_10_keeps_the_users_and_groups_a_database_had(tableless_url):
