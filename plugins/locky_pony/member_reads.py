@@ -38,16 +38,15 @@ class MemberStore(stores.MemberStore):
             reads = self.reads
             reader, provider, entity = reads.reader, reads.provider, reads.entity
             user_col, group_col = column(provider, entity, "user_uuid"), column(provider, entity, "group_uuid")
-            # Packed into one JSON array per row on MySQL/MariaDB (.reader): PyMySQL reads
-            # each column of each row in Python, a few hundred rows a batch.
-            select_list = reader.select_list(", ".join(
-                selected(reader, entity, name, column(provider, entity, name))
-                for name in ("user_uuid", "group_uuid", "role")))
+            # Every row in one JSON value on MySQL/MariaDB and PostgreSQL (.reader): the
+            # drivers read each column of each row in Python, a few hundred rows a batch.
+            columns = ", ".join(selected(reader, entity, name, column(provider, entity, name))
+                                for name in ("user_uuid", "group_uuid", "role"))
             # Compare the group on each row of a user's range (see the docstring).
             group_term = {"SQLite": f"+{group_col}", "MySQL": f"CONCAT({group_col})"}.get(reader.dialect, group_col)
-            found = self._by_size[(users, groups)] = reader.statement(
-                f"SELECT {select_list} FROM {reads.columns.table}"
-                f" WHERE {in_list(user_col, users)} AND {reads.live} AND {in_list(group_term, groups)}", packed=True)
+            found = self._by_size[(users, groups)] = reader.many_rows(
+                columns, f"SELECT {{}} FROM {reads.columns.table}"
+                f" WHERE {in_list(user_col, users)} AND {reads.live} AND {in_list(group_term, groups)}")
         return found
 
     def roles_in(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:

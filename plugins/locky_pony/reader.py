@@ -20,11 +20,14 @@ A read is one SELECT (written by :mod:`.reads`). It runs:
 Nothing else session-level is ever set on a connection (no other ``SET``, no read-only
 session).
 
-On MySQL/MariaDB a statement that selects a record's columns selects them packed into
-one ``JSON_ARRAY`` instead (:meth:`Reader.statement` with ``packed``; the rows come back
-as lists). PyMySQL reads every column's description and every value in Python, ~4 µs a
-column of a row; one JSON text per row, decoded by orjson, costs about a tenth of that
-for a record of 12 columns (docs/benchmarks.md).
+On MySQL/MariaDB and PostgreSQL a statement that selects a record's columns selects
+them packed into one JSON array instead (``JSON_ARRAY(...)``; ``json_build_array(...)``
+as text), :meth:`Reader.statement` with ``packed``; the rows come back as lists. The
+drivers turn every column of an answer into Python in Python: PyMySQL reads each
+column's description and each value, ~4 µs a column of a row; psycopg2 decodes each
+column's name through the codec's Python function and builds its description, ~110,000
+instructions for the 24 columns of the authentication read against ~37,000 packed. One
+JSON text per row, decoded by orjson, costs a fraction of that (docs/benchmarks.md).
 Straight to PostgreSQL (``LOCKY_DATABASE_POOLER=none``, the default, or ``session``) each pooled
 connection prepares a statement on the server the first time it runs it (SQL
 ``PREPARE``/``EXECUTE``: parsed and planned once per connection, ~20 % more reads per
@@ -66,6 +69,12 @@ from .replicas import PRIMARY_POSITION_SQL, Replicas
 #: text since the name is derived from it).
 PG_NOT_PREPARED, PG_ALREADY_PREPARED = "26000", "42P05"
 ATTEMPTS = 3
+#: A row's columns as one JSON array, per dialect whose reads pack them; on PostgreSQL as
+#: text, whatever JSON typecaster psycopg2 has been given.
+PACKED_SELECT_LIST = {"MySQL": "JSON_ARRAY({})", "PostgreSQL": "json_build_array({})::text"}
+#: Every row's packed columns in one JSON array, the answer's one value (``NULL`` for no
+#: row), for the reads of many rows at once (:meth:`Reader.statement` with ``aggregated``).
+AGGREGATED_SELECT_LIST = {"MySQL": "JSON_ARRAYAGG(JSON_ARRAY({}))", "PostgreSQL": "json_agg(json_build_array({}))::text"}
 
 log = logging.getLogger("locky.storage")
 
@@ -81,9 +90,14 @@ class Statement(NamedTuple):
     name: str = ""
     prepare: str = ""
     execute: str = ""
-    #: The select list is one ``JSON_ARRAY`` of the columns (MySQL/MariaDB): each row
+    #: The select list is one JSON array of the columns (MySQL/MariaDB, PostgreSQL): each row
     #: is decoded into the list of their values.
     packed: bool = False
+    #: The answer is one value, a JSON array of every row's packed columns (``NULL``: no
+    #: row); ``plain`` is the same statement with a row per row, run when MariaDB cut the
+    #: array short (``group_concat_max_len``).
+    aggregated: bool = False
+    plain: "Statement | None" = None
 
 
 class Reader:
@@ -106,7 +120,7 @@ class Reader:
         #: Whether PostgreSQL reads use server-side prepared statements.
         self.prepare = prepare and self.direct == "postgres"
         #: Whether statements selecting many columns select them as one JSON array.
-        self.packs_rows = self.dialect == "MySQL"
+        self.packs_rows = self.dialect in PACKED_SELECT_LIST
         #: The statement names prepared on each pooled connection.
         self._prepared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.local = threading.local()
@@ -117,7 +131,21 @@ class Reader:
     def select_list(self, columns: str) -> str:
         """A statement's select list of ``columns`` (SQL, comma-separated), packed when
         this reader packs rows; the statement is then made with ``packed=True``."""
-        return f"JSON_ARRAY({columns})" if self.packs_rows else columns
+        packed = PACKED_SELECT_LIST.get(self.dialect)
+        return columns if packed is None else packed.format(columns)
+
+    def many_rows(self, columns: str, sql: str) -> Statement:
+        """A statement that selects ``columns`` of many rows: ``sql`` written with ``{}``
+        for the select list and then for each parameter. Where rows are packed, every row
+        comes in the answer's one value (:data:`AGGREGATED_SELECT_LIST`): the driver reads
+        one row, not hundreds (PyMySQL: ~2.4 µs of Python a row saved). :meth:`select`
+        returns the rows either way."""
+        plain = self.statement(sql.replace("{}", self.select_list(columns), 1), packed=True)
+        aggregated = AGGREGATED_SELECT_LIST.get(self.dialect)
+        if aggregated is None:
+            return plain
+        whole = self.statement(sql.replace("{}", aggregated.format(columns), 1))
+        return whole._replace(aggregated=True, plain=plain)
 
     def statement(self, sql: str, *, packed: bool = False) -> Statement:
         """``sql``, written with ``{}`` for each positional parameter, in every form;
@@ -140,6 +168,14 @@ class Reader:
         API's lists, counts and reads by id), from a read replica when one is configured
         and close enough (:mod:`.replicas`); otherwise from the primary."""
         rows = self._select(statement, params, stale_ok)
+        if statement.aggregated:
+            whole = rows[0][0] if rows else None
+            if whole is None:
+                return []
+            try:
+                return orjson.loads(whole)
+            except orjson.JSONDecodeError:  # MariaDB cut it at group_concat_max_len
+                return self.select(statement.plain, params, stale_ok=stale_ok)
         if statement.packed:
             loads = orjson.loads
             return [loads(row[0]) for row in rows]

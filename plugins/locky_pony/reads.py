@@ -54,19 +54,20 @@ def is_id(value: Any) -> bool:
 def _datetime(value):
     if value is None or isinstance(value, datetime):
         return value
-    # SQLite: Pony's "YYYY-MM-DD HH:MM:SS[.ffffff]"; MySQL/MariaDB packed rows: the same.
+    # SQLite: Pony's "YYYY-MM-DD HH:MM:SS[.ffffff]"; MySQL/MariaDB packed rows: the same;
+    # PostgreSQL packed rows: JSON's "YYYY-MM-DDTHH:MM:SS[.f...]".
     return datetime.fromisoformat(value)
 
 
 def _permissions(value) -> tuple[Permission, ...]:
-    # Text on most engines; in a packed row the JSON itself (MariaDB) or its text.
+    # Text on SQLite; in a packed row the JSON itself (MariaDB, PostgreSQL) or its text.
     if isinstance(value, (str, bytes)):
         value = json.loads(value)
     return tuple(Permission(p["resource"], p["action"]) for p in value)
 
 
 def _json(value):
-    # Text on SQLite and in a packed row (MySQL/MariaDB); decoded by psycopg2 (JSONB).
+    # Text on SQLite; in a packed row (MySQL/MariaDB, PostgreSQL) the JSON itself or its text.
     return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
@@ -124,10 +125,10 @@ def column(provider, entity, name: str) -> str:
 
 def selected(reader: Reader, entity, name: str, sql: str) -> str:
     """``sql`` (the column ``name`` of ``entity``, or an expression of it) as a select
-    list of ``reader`` names it. In a packed row (MySQL/MariaDB) text is given one
+    list of ``reader`` names it. In a packed row on MySQL/MariaDB text is given one
     collation: ``JSON_ARRAY`` refuses to mix the tables' binary collation with the JSON
     columns' ``utf8mb4_bin`` ("Illegal mix of collations")."""
-    if reader.packs_rows and issubclass(compat.attribute_type(entity, name), (str, Json)):
+    if reader.dialect == "MySQL" and reader.packs_rows and issubclass(compat.attribute_type(entity, name), (str, Json)):
         return f"CONVERT({sql} USING utf8mb4)"
     return sql
 
@@ -240,14 +241,17 @@ class RecordReads:
     def find_many(self, name: str, values: list) -> list:
         """The live records whose column ``name`` is one of ``values`` (unique among live
         rows), in no order: one statement per :data:`IN_CHUNK` values, its ``IN`` list
-        padded (:func:`padded`) so that a few statement texts serve every size."""
+        padded (:func:`padded`) so that a few statement texts serve every size, every row
+        in the answer's one value where rows are packed (:meth:`.reader.Reader.many_rows`)."""
         found = []
         for chunk in chunks(values):
             chunk = padded(chunk)
-            statement = self._statement(("find_many", name, len(chunk)), lambda: (
-                f"SELECT {self.select_list} FROM {self.columns.table}"
-                f" WHERE {self._where((), in_list(column(self.provider, self.entity, name), len(chunk)))}"),
-                packed=True)
+            key = ("find_many", name, len(chunk))
+            statement = self._statements.get(key)
+            if statement is None:
+                statement = self._statements[key] = self.reader.many_rows(
+                    self.columns.sql, f"SELECT {{}} FROM {self.columns.table}"
+                    f" WHERE {self._where((), in_list(column(self.provider, self.entity, name), len(chunk)))}")
             found.extend(self.columns.build(row) for row in self.reader.select(statement, tuple(chunk)))
         return found
 
