@@ -34,6 +34,7 @@ import uuid
 from collections import deque
 from concurrent import futures
 from functools import partial
+from http import HTTPStatus
 from typing import Callable
 
 import orjson
@@ -101,7 +102,11 @@ _DESCRIPTIONS = {
 
 
 def _write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
-    """gunicorn's ``util.write_error``, speaking the contract's JSON."""
+    """gunicorn's ``util.write_error``, speaking the contract's JSON. gunicorn passes
+    "Bad Request" with some other statuses (501 for a transfer coding it does not
+    support, 500 for a configuration problem): the reason is then the status's own."""
+    if status_int != 400 and reason == "Bad Request":
+        reason = HTTPStatus(status_int).phrase
     headers, body = json_error(status_int, reason)
     _write_closing(sock, status_int, reason, headers, body)
 
