@@ -39,12 +39,14 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import math
 import os
 import random
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -326,27 +328,48 @@ end
 """
 
 
-def _measured(name: str, url: str, script: str, args, master_pid: int, decisions: int) -> str:
-    from .oauth import cpu_seconds
-
-    before = cpu_seconds(master_pid)
-    result = load.run(name, url, script, connections=args.connections, threads=args.threads, seconds=args.seconds)
-    after = cpu_seconds(master_pid)
-    cpu = sum(after[pid] - before.get(pid, 0.0) for pid in after)
-    answered = result.requests - result.errors
-    per_request = cpu * 1e6 / answered if answered else float("nan")
-    load_average = os.getloadavg()[0]
-    per_decision = f"{per_request / decisions:9.1f}" if decisions > 1 else f"{'':>9}"
-    return (f"  {name:<40} {result.rps:>9.1f} {per_request:>10.0f} {per_decision} {result.errors:>6}"
-            f" {load_average:>6.2f}")
+#: The scenarios of :func:`throughput`, each row named ``"<engine>: <scenario>"``.
+BATCH = "batch of 100 checks (POST)"
+NEW_QUESTIONS = "batch of 100, new questions"
+SINGLE = "single check (GET)"
+ITEM = "user by id (GET, own)"
 
 
-def throughput(engine: str, workdir: Path, args) -> None:
+@dataclass
+class ThroughputRow:
+    """One wrk run of :func:`throughput`: req/s, the server's CPU (µs) per request and
+    per decision (NaN for one decision a request), errors, and the load average after it."""
+
+    name: str
+    rps: float
+    cpu_us: float
+    cpu_us_per_decision: float
+    errors: int
+    load1: float
+
+    def line(self) -> str:
+        per_decision = f"{'':>9}" if math.isnan(self.cpu_us_per_decision) else f"{self.cpu_us_per_decision:9.1f}"
+        return (f"  {self.name:<40} {self.rps:>9.1f} {self.cpu_us:>10.0f} {per_decision} {self.errors:>6}"
+                f" {self.load1:>6.2f}")
+
+
+def _measured(name: str, url: str, script: str, args, master_pid: int, decisions: int) -> ThroughputRow:
+    result = load.run(name, url, script, connections=args.connections, threads=args.threads, seconds=args.seconds,
+                      master_pid=master_pid)
+    return ThroughputRow(name, result.rps, result.cpu_us,
+                         result.cpu_us / decisions if decisions > 1 else float("nan"), result.errors,
+                         os.getloadavg()[0])
+
+
+def throughput(engine: str, workdir: Path, args) -> list[ThroughputRow]:
+    """The decision API under wrk on ``engine`` (:data:`BATCH`, :data:`NEW_QUESTIONS`,
+    :data:`SINGLE`, :data:`ITEM`): prints the rows and returns them; none when the
+    engine's server does not answer."""
     from .oauth import database, drop
 
     database_url = database(engine, workdir, args, THROUGHPUT_DB)
     if database_url is None:
-        return
+        return []
     try:
         world = build(workdir, args.users, args.lines, args.lines_per_role, database_url)
         env = {"LOCKY_DATABASE_URL": database_url, "LOCKY_JWT_SECRET": SECRET, "LOCKY_JWT_ISSUER": ISSUER,
@@ -375,14 +398,15 @@ def throughput(engine: str, workdir: Path, args) -> None:
                   f" {world['lines']:,} policy lines; wrk -t{args.threads} -c{args.connections}"
                   f" -d{args.seconds:g}s, 2 workers")
             print(f"  {'scenario':<40} {'req/s':>9} {'CPU µs/r':>10} {'µs/dec':>9} {'errors':>6} {'load1':>6}")
-            print(_measured(f"{engine}: batch of 100 checks (POST)", server.url,
-                            _authorized_post_script(token, bodies), args, pid, 100))
-            print(_measured(f"{engine}: batch of 100, new questions", server.url,
-                            _authorized_post_script(token, new_bodies), args, pid, 100))
-            print(_measured(f"{engine}: single check (GET)", server.url, load.get_script(singles, [token]),
-                            args, pid, 1))
-            print(_measured(f"{engine}: user by id (GET, own)", server.url, load.get_script(item, [token]),
-                            args, pid, 1))
+            rows = []
+            for scenario, script, decisions in (
+                    (BATCH, _authorized_post_script(token, bodies), 100),
+                    (NEW_QUESTIONS, _authorized_post_script(token, new_bodies), 100),
+                    (SINGLE, load.get_script(singles, [token]), 1),
+                    (ITEM, load.get_script(item, [token]), 1)):
+                rows.append(_measured(f"{engine}: {scenario}", server.url, script, args, pid, decisions))
+                print(rows[-1].line())
+            return rows
     finally:
         drop(engine, args, THROUGHPUT_DB)
 

@@ -1,9 +1,11 @@
-"""Driving a server with ``wrk`` (a separate C process) and reading its report; and
-Python threads for the loads ``wrk`` cannot make (:func:`in_threads`)."""
+"""Driving a server with ``wrk`` (a separate C process) and reading its report, with
+the CPU the server's processes spent meanwhile (:func:`cpu_seconds`); and Python
+threads for the loads ``wrk`` cannot make (:func:`in_threads`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -26,6 +28,9 @@ class Result:
     p50_ms: float
     p99_ms: float
     errors: int  # non-2xx/3xx responses plus socket errors (timeouts, resets)
+    #: CPU (user + system) of the server's processes per answered request, in µs
+    #: (:func:`run` with ``master_pid``); NaN when not measured.
+    cpu_us: float = float("nan")
 
     def row(self) -> str:
         return f"{self.name:<44} {self.rps:>9.1f} {self.p50_ms:>8.2f} {self.p99_ms:>8.2f} {self.errors:>7}"
@@ -79,12 +84,36 @@ def plain_script(path: str, *, close: bool = False) -> str:
     return f'request = function() return wrk.format("GET", "{path}", {headers}) end\n'
 
 
+def cpu_seconds(master_pid: int) -> dict[int, float]:
+    """User + system CPU seconds of the gunicorn master and each of its workers."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(entry.name), int(fields[1])
+        if pid == master_pid or ppid == master_pid:
+            found[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def cpu_spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds between two :func:`cpu_seconds` readings of one server."""
+    return sum(after[pid] - before.get(pid, 0.0) for pid in after)
+
+
 def run(name: str, url: str, script: str, *, connections: int = 32, threads: int = 2, seconds: float = 10,
-        timeout: float = 10) -> Result:
-    """One wrk run; bounded by ``seconds``."""
+        timeout: float = 10, master_pid: int | None = None) -> Result:
+    """One wrk run; bounded by ``seconds``. With ``master_pid`` (the server's gunicorn
+    master), its ``cpu_us`` is what the master and its workers spent per answered request."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(script)
         lua = f.name
+    before = cpu_seconds(master_pid) if master_pid is not None else None
     try:
         out = subprocess.run(
             [need_wrk(), f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s",
@@ -93,9 +122,14 @@ def run(name: str, url: str, script: str, *, connections: int = 32, threads: int
         )
     finally:
         Path(lua).unlink(missing_ok=True)
+    spent = cpu_spent(before, cpu_seconds(master_pid)) if before is not None else None
     if out.returncode != 0:
         raise RuntimeError(f"wrk failed ({out.returncode}): {out.stderr}\n{out.stdout}")
-    return parse(name, out.stdout)
+    result = parse(name, out.stdout)
+    answered = result.requests - result.errors
+    if spent is not None and answered > 0:
+        result.cpu_us = spent * 1e6 / answered
+    return result
 
 
 def _ms(text: str) -> float:

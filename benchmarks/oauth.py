@@ -297,43 +297,26 @@ end
 # -- measuring --------------------------------------------------------------------------------
 
 
-def cpu_seconds(master_pid: int) -> dict[int, float]:
-    """User + system CPU seconds of the gunicorn master and each of its workers."""
-    tick = os.sysconf("SC_CLK_TCK")
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid, ppid = int(entry.name), int(fields[1])
-        if pid == master_pid or ppid == master_pid:
-            found[pid] = (int(fields[11]) + int(fields[12])) / tick
-    return found
-
-
 def run_wrk(name: str, url: str, script: str, seconds: float, connections: int, threads: int,
             master_pid: int, keycloak: int | None, ) -> Row:
     """One wrk run of ``script``; the grants are what its Lua counted as successful."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(script)
         lua = f.name
-    before = cpu_seconds(master_pid)
+    before = load.cpu_seconds(master_pid)
     try:
         out = subprocess.run([load.need_wrk(), f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s",
                               "--timeout=10s", "--latency", "-s", lua, url],
                              capture_output=True, text=True, timeout=seconds + 60)
     finally:
         Path(lua).unlink(missing_ok=True)
-    after = cpu_seconds(master_pid)
+    after = load.cpu_seconds(master_pid)
     if out.returncode != 0:
         raise RuntimeError(f"wrk failed ({out.returncode}): {out.stderr}\n{out.stdout}")
     result = load.parse(name, out.stdout)
     grants = int(_field(out.stdout, "LOCKY_GRANTS"))
     lost = int(_field(out.stdout, "LOCKY_LOST"))
-    cpu = sum(after[pid] - before.get(pid, 0.0) for pid in after)
+    cpu = load.cpu_spent(before, after)
     grants_per_s = grants / result.seconds if result.seconds else 0.0
     return Row(name, result.rps, grants_per_s, result.p50_ms, result.p99_ms, result.errors + lost,
                cpu * 1000 / grants if grants else float("nan"), grants / cpu if cpu else 0.0, keycloak)

@@ -36,7 +36,8 @@ from pathlib import Path
 from tests.support.server import locky_server
 
 from . import load
-from .oauth import add_server_arguments, cpu_seconds, database, drop
+from .load import cpu_seconds
+from .oauth import add_server_arguments, database, drop
 
 ADMIN, PASSWORD = "admin@bench.example.com", "scim benchmark password 1"
 SECRET = "scim-benchmark-secret-0123456789-abcdefghijkl"
