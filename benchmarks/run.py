@@ -1,14 +1,20 @@
 """``python -m benchmarks.run``: seed a database, start the real ``locky serve`` as a
-separate process, drive it with ``wrk`` and print req/s, p50, p99 and the targets.
+separate process, drive it with ``wrk`` and print req/s, the server's CPU per request,
+p50, p99 and every target of the speed goal with its measured value.
 
     python -m benchmarks.run                      # SQLite, PostgreSQL, MariaDB (those reachable)
-    python -m benchmarks.run --engines sqlite --seconds 5
+    python -m benchmarks.run --engines sqlite --quick   # one engine in a few minutes
+    python -m benchmarks.run --go-checkout DIR --go /path/to/go   # with the Go reference's targets
     LOCKY_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test python -m benchmarks.run
     LOCKY_BENCH_MYSQL_URL=mysql://root@127.0.0.1:3306/test python -m benchmarks.run --engines mysql
 
 Every read scenario runs twice: on keep-alive connections (wrk's way) and with
 ``Connection: close`` (a new TCP connection per request, as behind a load balancer that
-does not pool), each against bare Falcon on the same server kind in the same mode.
+does not pool), each against bare Falcon on the same server kind in the same mode. The
+same rounds run the database floor (``benchmarks/floor.py``); then login, memory, and the
+decision API (``benchmarks/authz_api.py``'s throughput); with ``--go-checkout``, Locky
+beside the Go reference (``benchmarks/go_reference.py``). Exit 0 only when every target
+is met on every engine run (without ``--go-checkout`` the Go reference's row is not).
 
 See docs/benchmarks.md for what each row measures and the targets.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -27,13 +34,14 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import bcrypt
 
 from locky.settings import Settings
 from tests.support.server import free_port, locky_server, stop
 
-from . import load, seed
+from . import authz_api, load, seed
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "locky-benchmark-secret-0123456789-abcdefghijklmnop"
@@ -49,6 +57,27 @@ CLOSE = "(new connection each)"
 #: The database floor's scenarios: bare Falcon and one statement (benchmarks/floor.py).
 FLOOR_ITEM = "floor: bare Falcon + SELECT by id"
 FLOOR_LIST = "floor: bare Falcon + SELECT of 50"
+HELLO = "hello (bare Falcon, same server)"
+ITEM = "GET /users/{id}"
+LIST = "GET /users?limit=50"
+
+# -- the speed goal's targets (docs/benchmarks.md "Targets") -------------------------
+#: App CPU (the ``locky serve`` master and workers, utime + stime) per answered item read, µs.
+ITEM_CPU_US = {"sqlite": 100, "postgres": 150, "mysql": 150}
+#: Item read req/s over the database floor's (benchmarks/floor.py), same server, paired rounds.
+ITEM_VS_FLOOR = 0.8
+#: App CPU per decision in a batch of 100 checks, µs (repeated and new questions each).
+DECISION_CPU_US = 20
+#: Single check req/s over the user-by-id read's, in the same decision API run.
+SINGLE_VS_ITEM = 1.0
+LOGIN_VS_CEILING = 0.9
+POLICY_SLOWDOWN = 0.15  # 1,000 and 10,000 stored policy lines against 10
+P99_MS = 25
+RSS_MB, RSS_GROWTH = 100, 0.05
+STARTUP_S = 2.0
+#: ``--quick``: one engine checked in a few minutes (figures noisier).
+QUICK = {"seconds": 2, "rounds": 1, "memory_requests": 20_000}
+FULL = {"seconds": 5, "rounds": 3, "memory_requests": 200_000}
 
 
 @dataclass
@@ -64,8 +93,10 @@ class EngineReport:
     engine: str
     results: list[load.Result] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
-    #: Not targets: how near the database floor comes to them (its ``ok``: whether it reaches).
-    bounds: list[Check] = field(default_factory=list)
+    #: Not targets: ratios to hello, for context (``(what, measured)``).
+    context: list[tuple[str, str]] = field(default_factory=list)
+    #: The decision API's throughput rows (benchmarks/authz_api.py).
+    decisions: list[authz_api.ThroughputRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -298,12 +329,38 @@ def verify_token_works(url: str, token: str, path: str) -> None:
 
 
 def merge(name: str, runs: list[load.Result]) -> load.Result:
-    """Rounds of one scenario as one row: total req/s, median p50 and p99."""
+    """Rounds of one scenario as one row: total req/s, median p50 and p99, CPU per
+    answered request over all rounds."""
     requests = sum(r.requests for r in runs)
     seconds = sum(r.seconds for r in runs)
+    measured = [(r.cpu_us, r.requests - r.errors) for r in runs if not math.isnan(r.cpu_us)]
+    answered = sum(n for _, n in measured)
+    cpu_us = sum(us * n for us, n in measured) / answered if answered else float("nan")
     return load.Result(name, requests, seconds, requests / seconds if seconds else 0.0,
                        statistics.median(r.p50_ms for r in runs), statistics.median(r.p99_ms for r in runs),
-                       sum(r.errors for r in runs))
+                       sum(r.errors for r in runs), cpu_us)
+
+
+def row(result: load.Result) -> str:
+    """A scenario's line: req/s, the server's CPU µs per request, p50, p99, errors."""
+    return (f"{result.name:<52} {result.rps:>9.1f} {result.cpu_us:>9.0f} {result.p50_ms:>8.2f}"
+            f" {result.p99_ms:>8.2f} {result.errors:>7}")
+
+
+def paired(runs: dict[str, list[load.Result]], name: str, over: str) -> float:
+    """Median over rounds of ``name``'s req/s over ``over``'s in the same round."""
+    return statistics.median(r.rps / o.rps if o.rps else float("inf") for r, o in zip(runs[name], runs[over]))
+
+
+def decision_api(engine: str, workdir: Path, server_url: str, seconds: float) -> list[authz_api.ThroughputRow]:
+    """``benchmarks.authz_api``'s throughput on ``engine`` with its defaults (1,000 users,
+    1,000 policy lines, ``wrk -t2 -c16``); its table goes to stderr with the log."""
+    args = SimpleNamespace(users=1000, lines=1000, lines_per_role=10, seed=7, connections=16, threads=2,
+                           seconds=seconds, workdir=None,
+                           postgres_url=server_url if engine == "postgres" else DEFAULT_PG,
+                           mysql_url=server_url if engine == "mysql" else DEFAULT_MYSQL)
+    with contextlib.redirect_stdout(sys.stderr):
+        return authz_api.throughput(engine, workdir / "authz" / engine, args)
 
 
 POLICY_SIZES = (10, 1000, 10_000)
@@ -339,30 +396,35 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
     try:
         floor_process, floor_url = serve_floor(workdir, database_url)
         with contextlib.ExitStack() as servers:
-            url = {lines: servers.enter_context(locky_server(workdir, locky_env(u), workers=WORKERS)).url
-                   for lines, u in urls.items()}
+            locky = {lines: servers.enter_context(locky_server(workdir, locky_env(u), workers=WORKERS))
+                     for lines, u in urls.items()}
+            url = {lines: server.url for lines, server in locky.items()}
             for u in url.values():
                 verify_token_works(u, seeded.tokens[0], read_paths(seeded, "item")[0])
+            # (name, URL, wrk script, the server's gunicorn master: whose CPU is counted)
+            hello_ = (hello_url, hello_process.pid)
+            floor_ = (floor_url, floor_process.pid)
+            locky_ = {lines: (server.url, server.process.pid) for lines, server in locky.items()}
             scenarios = [
-                ("hello (bare Falcon, same server)", hello_url, load.plain_script("/hello")),
-                ("GET /users/{id}", url[10], item),
-                ("GET /users?limit=50", url[10], listing),
-                (f"hello {CLOSE}", hello_url, load.plain_script("/hello", close=True)),
-                (f"GET /users/{{id}} {CLOSE}", url[10], item_close),
-                (f"GET /users?limit=50 {CLOSE}", url[10], listing_close),
-                ("GET /users/{id}, 1,000 policy lines", url[1000], item),
-                ("GET /users/{id}, 10,000 policy lines", url[10_000], item),
-                (FLOOR_ITEM, floor_url, floor_item),
-                (FLOOR_LIST, floor_url, floor_listing),
+                (HELLO, *hello_, load.plain_script("/hello")),
+                (ITEM, *locky_[10], item),
+                (LIST, *locky_[10], listing),
+                (f"hello {CLOSE}", *hello_, load.plain_script("/hello", close=True)),
+                (f"{ITEM} {CLOSE}", *locky_[10], item_close),
+                (f"{LIST} {CLOSE}", *locky_[10], listing_close),
+                (f"{ITEM}, 1,000 policy lines", *locky_[1000], item),
+                (f"{ITEM}, 10,000 policy lines", *locky_[10_000], item),
+                (FLOOR_ITEM, *floor_, floor_item),
+                (FLOOR_LIST, *floor_, floor_listing),
             ]
-            for _, u, script in scenarios:
+            for _, u, _, script in scenarios:
                 load.run("warm-up", u, script, seconds=2)
-            runs: dict[str, list[load.Result]] = {name: [] for name, _, _ in scenarios}
+            runs: dict[str, list[load.Result]] = {name: [] for name, _, _, _ in scenarios}
             for round_ in range(rounds):  # interleaved: hello and Locky measured side by side
                 # Every other round in the reverse order: no scenario always runs first
                 # (on a machine still settling) or last.
-                for name, u, script in scenarios if round_ % 2 == 0 else scenarios[::-1]:
-                    runs[name].append(load.run(name, u, script, seconds=seconds))
+                for name, u, pid, script in scenarios if round_ % 2 == 0 else scenarios[::-1]:
+                    runs[name].append(load.run(name, u, script, seconds=seconds, master_pid=pid))
                 log(f"  round {round_ + 1}/{rounds} req/s: " + " | ".join(
                     f"{name.split(' (')[0]} {r[-1].rps:.0f}" for name, r in runs.items()))
             merged = {name: _record(report, log, merge(f"{engine}: {name}", r)) for name, r in runs.items()}
@@ -375,7 +437,7 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
             r_login = _record(report, log, load.run(
                 f"{engine}: POST /login (bcrypt cost {rounds_})", url[10],
                 load.post_script("/v1/public/users/login", bodies),
-                connections=8, threads=2, seconds=max(seconds * 2, 15), timeout=20))
+                connections=8, threads=2, seconds=max(seconds * 2, 15), timeout=20, master_pid=locky_[10][1]))
             after = bcrypt_checkpw_all_cores(rounds_, cores)
             single.append(bcrypt_checkpw_seconds(rounds_))
             checkpw = sum(single) / 2  # the issue's ceiling: cores / one checkpw (one process)
@@ -388,51 +450,72 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
 
     log(f"[{engine}] memory ...")
     mem = memory_run(workdir, database_url, seeded, memory_requests, log)
+    log(f"[{engine}] decision API ...")
+    report.decisions = decision_api(engine, workdir, server_url, seconds)
 
     # -- targets ---------------------------------------------------------------
+    checks = report.checks
+    r_item = merged[ITEM]
+    limit = ITEM_CPU_US[engine]
+    checks.append(Check(engine, f"{ITEM}: app CPU per request <= {limit} µs",
+                        f"{r_item.cpu_us:.0f} µs ({r_item.rps:.0f} req/s; rounds: {rounds})", r_item.cpu_us <= limit))
+    vs_floor = paired(runs, ITEM, FLOOR_ITEM)
+    checks.append(Check(engine, f"{ITEM}: >= {ITEM_VS_FLOOR}x the database floor's req/s",
+                        f"{vs_floor:.2f}x (floor {merged[FLOOR_ITEM].rps:.0f} req/s,"
+                        f" {merged[FLOOR_ITEM].cpu_us:.0f} µs/r; paired rounds: {rounds})",
+                        vs_floor >= ITEM_VS_FLOOR))
+    decided = {r.name.split(": ", 1)[1]: r for r in report.decisions}
+    for scenario in (authz_api.BATCH, authz_api.NEW_QUESTIONS):
+        d = decided.get(scenario)
+        checks.append(Check(engine, f"decisions, {scenario}: app CPU per decision <= {DECISION_CPU_US} µs",
+                            f"{d.cpu_us_per_decision:.1f} µs ({d.rps:.0f} req/s, {d.errors} errors)" if d
+                            else "not measured", bool(d) and d.cpu_us_per_decision <= DECISION_CPU_US
+                            and d.errors == 0))
+    single, own = decided.get(authz_api.SINGLE), decided.get(authz_api.ITEM)
+    checks.append(Check(engine, f"decisions: single check req/s >= {SINGLE_VS_ITEM:g}x user by id's",
+                        f"{single.rps / own.rps:.2f}x ({single.rps:.0f} vs {own.rps:.0f} req/s;"
+                        f" {single.cpu_us:.0f} vs {own.cpu_us:.0f} µs/r)" if single and own else "not measured",
+                        bool(single and own) and single.rps >= SINGLE_VS_ITEM * own.rps
+                        and single.errors == own.errors == 0))
     for mode in ("", f" {CLOSE}"):
-        hello = runs["hello (bare Falcon, same server)" if not mode else f"hello{mode}"]
-        for path, floor in (("GET /users/{id}", 0.8), ("GET /users?limit=50", 0.6)):
-            name = path + mode
-            ratio = statistics.median(r.rps / h.rps for r, h in zip(runs[name], hello))
-            r = merged[name]
-            report.checks.append(Check(engine, f"{name}: >= {floor}x hello req/s",
-                                       f"{ratio:.2f}x (median of {rounds} paired rounds)", ratio >= floor))
-            report.checks.append(Check(engine, f"{name}: p99 < 25 ms",
-                                       f"{r.p99_ms:.1f} ms (hello: {merged[hello[0].name].p99_ms:.1f} ms)",
-                                       r.p99_ms < 25))
-            report.checks.append(Check(engine, f"{name}: no errors", str(r.errors), r.errors == 0))
-    # What any design reaches that asks the database once per request (benchmarks/floor.py).
-    for floor, path, target in ((FLOOR_ITEM, "GET /users/{id}", 0.8), (FLOOR_LIST, "GET /users?limit=50", 0.6)):
-        hello = runs["hello (bare Falcon, same server)"]
-        bound = statistics.median(f.rps / h.rps for f, h in zip(runs[floor], hello))
-        locky = statistics.median(r.rps / h.rps for r, h in zip(runs[path], hello))
-        report.bounds.append(Check(engine, floor, f"{bound:.2f}x hello (Locky's {path}: {locky:.2f}x; target {target}x)",
-                                   bound >= target))
-    small = runs["GET /users/{id}"]
+        hello = merged[HELLO if not mode else f"hello{mode}"]
+        for path in (ITEM, LIST):
+            r = merged[path + mode]
+            checks.append(Check(engine, f"{path + mode}: p99 < {P99_MS} ms",
+                                f"{r.p99_ms:.1f} ms (hello: {hello.p99_ms:.1f} ms)", r.p99_ms < P99_MS))
+            checks.append(Check(engine, f"{path + mode}: no errors", str(r.errors), r.errors == 0))
     for lines in (1000, 10_000):
-        big = runs[f"GET /users/{{id}}, {lines:,} policy lines"]
-        slower = 1 - statistics.median(b.rps / s_.rps for b, s_ in zip(big, small))
-        report.checks.append(Check(engine, f"{lines:,} policy lines: at most 15% slower than 10",
-                                   f"{slower * 100:+.1f}% (median of {rounds} paired rounds)", slower <= 0.15))
+        slower = 1 - paired(runs, f"{ITEM}, {lines:,} policy lines", ITEM)
+        checks.append(Check(engine, f"{lines:,} policy lines: at most {POLICY_SLOWDOWN:.0%} slower than 10",
+                            f"{slower * 100:+.1f}% (paired rounds: {rounds})", slower <= POLICY_SLOWDOWN))
     ceiling = cores / checkpw
     login_ratio = r_login.rps / ceiling
-    report.checks.append(Check(engine, "login: >= 0.9x bcrypt ceiling",
-                               f"{login_ratio:.2f}x ({r_login.rps:.2f}/s; {cores} cores / "
-                               f"{checkpw * 1000:.0f} ms = {ceiling:.2f}/s; all cores busy:"
-                               f" {checkpw_busy * 1000:.0f} ms)", login_ratio >= 0.9))
-    report.checks.append(Check(engine, "login: no errors", str(r_login.errors), r_login.errors == 0))
-    report.checks.append(Check(engine, "worker RSS < 100 MB", f"max {mem['max_mb']:.1f} MB", mem["max_mb"] < 100))
-    report.checks.append(Check(engine, f"worker RSS flat (±5%) {mem['first_n']:,} -> {mem['last_n']:,} requests",
-                               f"{mem['growth'] * 100:+.1f}% ({mem['first']} -> {mem['last']} MB)",
-                               abs(mem["growth"]) <= 0.05))
-    report.checks.append(Check(engine, "startup on an existing database < 2 s", f"{startup:.2f} s", startup < 2))
+    checks.append(Check(engine, f"login: >= {LOGIN_VS_CEILING}x bcrypt ceiling",
+                        f"{login_ratio:.2f}x ({r_login.rps:.2f}/s; {cores} cores / "
+                        f"{checkpw * 1000:.0f} ms = {ceiling:.2f}/s; all cores busy:"
+                        f" {checkpw_busy * 1000:.0f} ms)", login_ratio >= LOGIN_VS_CEILING))
+    checks.append(Check(engine, "login: no errors", str(r_login.errors), r_login.errors == 0))
+    checks.append(Check(engine, f"worker RSS < {RSS_MB} MB", f"max {mem['max_mb']:.1f} MB", mem["max_mb"] < RSS_MB))
+    checks.append(Check(engine, f"worker RSS flat (±{RSS_GROWTH:.0%}) {mem['first_n']:,} -> {mem['last_n']:,} requests",
+                        f"{mem['growth'] * 100:+.1f}% ({mem['first']} -> {mem['last']} MB)",
+                        abs(mem["growth"]) <= RSS_GROWTH))
+    checks.append(Check(engine, f"startup on an existing database < {STARTUP_S:g} s", f"{startup:.2f} s",
+                        startup < STARTUP_S))
+
+    # -- context, not targets: ratios to hello on the same server, paired rounds ----------
+    for mode in ("", f" {CLOSE}"):
+        for path in (ITEM, LIST):
+            report.context.append((f"{path + mode} / hello{mode}",
+                                   f"{paired(runs, path + mode, HELLO if not mode else f'hello{mode}'):.2f}x"))
+    for floor in (FLOOR_ITEM, FLOOR_LIST):
+        report.context.append((f"{floor} / hello", f"{paired(runs, floor, HELLO):.2f}x"))
+    report.context.append((f"{LIST} / {FLOOR_LIST}", f"{paired(runs, LIST, FLOOR_LIST):.2f}x"))
     return report
 
 
 def _record(report: EngineReport, log, result: load.Result) -> load.Result:
     report.results.append(result)
-    log(result.row())
+    log(row(result))
     return result
 
 
@@ -468,21 +551,50 @@ def memory_run(workdir: Path, database_url: str, seeded: seed.Seeded, total: int
 # -- main -----------------------------------------------------------------------
 
 
+def go_reference_checks(args, engines: list[str], workdir: Path, log) -> list[Check]:
+    """The Go reference's targets (benchmarks/go_reference.py) on ``engines``, or one row
+    that is not met when there is no ``--go-checkout`` or the reference cannot run here."""
+    how = "pass --go-checkout DIR (a clone of ryo-arima/locky with vendor/) and --go PATH; docs/benchmarks.md"
+    if not args.go_checkout:
+        return [Check("all", "Go reference: not measured (--go-checkout)", how, False)]
+    from . import go_reference
+
+    log("[go reference] ...")
+    try:
+        rows = go_reference.compare(args.go_checkout, tuple(engines), args.seconds, args.rounds, go=args.go,
+                                    postgres_url=args.postgres_url, mysql_url=args.mysql_url,
+                                    workdir=workdir / "go-reference", log=log)
+    except go_reference.Missing as exc:
+        return [Check("all", "Go reference: not measured (--go-checkout)", str(exc), False)]
+    return [Check(r.engine, f"Go reference, {r.scenario}: >= {r.target:g}x Go's req/s",
+                  f"{r.ratio:.2f}x ({r.locky_rps:.0f} vs {r.go_rps:.0f} req/s; app CPU {r.locky_app_us:.0f}"
+                  f" vs {r.go_app_us:.0f} µs/r; {r.errors} errors)", r.ok) for r in rows]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", default="sqlite,postgres,mysql",
                         help="comma-separated: sqlite, postgres, mysql (MariaDB/MySQL)")
-    parser.add_argument("--seconds", type=float, default=5, help="duration of each measured wrk run")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the read scenarios")
-    parser.add_argument("--memory-requests", type=int, default=200_000,
-                        help="requests before the second memory sample")
+    parser.add_argument("--quick", action="store_true",
+                        help="shorter runs: --seconds {seconds} --rounds {rounds} --memory-requests {memory_requests}"
+                        " unless given (one engine in a few minutes; noisier figures)".format(**QUICK))
+    parser.add_argument("--seconds", type=float, help=f"duration of each measured wrk run (default {FULL['seconds']})")
+    parser.add_argument("--rounds", type=int, help=f"interleaved rounds of the read scenarios (default {FULL['rounds']})")
+    parser.add_argument("--memory-requests", type=int,
+                        help=f"requests before the second memory sample (default {FULL['memory_requests']:,})")
     parser.add_argument("--postgres-url", default=os.environ.get("LOCKY_BENCH_POSTGRES_URL", DEFAULT_PG),
                         help=f"a PostgreSQL server to create the scratch database {BENCH_DB} on")
     parser.add_argument("--mysql-url", default=os.environ.get("LOCKY_BENCH_MYSQL_URL", DEFAULT_MYSQL),
                         help=f"a MariaDB/MySQL server to create the scratch database {BENCH_DB} on")
+    parser.add_argument("--go-checkout", help="a checkout of ryo-arima/locky (with vendor/): measure the Go"
+                        " reference's targets (benchmarks/go_reference.py) on the engines run")
+    parser.add_argument("--go", help="with --go-checkout: the go command (default: $GO, then go on PATH)")
     parser.add_argument("--workdir", help="where databases and server logs go (default: a temp directory)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
+    for name, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     load.need_wrk()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="locky-bench-")).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -490,8 +602,8 @@ def main(argv: list[str] | None = None) -> int:
     log(f"workdir {workdir}; {os.cpu_count()} cores; {CONNECTIONS} connections; {WORKERS} workers")
     reports = []
     load_before = os.getloadavg()
+    servers = {"sqlite": "", "postgres": args.postgres_url, "mysql": args.mysql_url}
     for engine in [e.strip() for e in args.engines.split(",") if e.strip()]:
-        servers = {"sqlite": "", "postgres": args.postgres_url, "mysql": args.mysql_url}
         if engine not in servers:
             raise SystemExit(f"unknown engine {engine!r}")
         why = servers[engine] and unreachable(servers[engine])
@@ -500,34 +612,42 @@ def main(argv: list[str] | None = None) -> int:
             continue
         reports.append(bench_engine(engine, workdir, servers[engine], args.seconds, args.rounds,
                                     args.memory_requests, log))
+    go_checks = go_reference_checks(args, [r.engine for r in reports], workdir, log) if reports else []
     load_after = os.getloadavg()
-    print_table(reports)
+    print_table(reports, go_checks)
     print(f"\nload average (1 min) at start {load_before[0]:.2f}, at end {load_after[0]:.2f}"
           f" on {os.cpu_count()} cores: other processes share the CPU; ratios come from paired rounds")
     if args.json:
-        Path(args.json).write_text(json.dumps([asdict(r) for r in reports], indent=2))
-    return 0 if all(c.ok for r in reports for c in r.checks) else 1
+        Path(args.json).write_text(json.dumps({"engines": [asdict(r) for r in reports],
+                                               "go_reference": [asdict(c) for c in go_checks]}, indent=2))
+    checks = [c for r in reports for c in r.checks] + go_checks
+    return 0 if checks and all(c.ok for c in checks) else 1
 
 
-def print_table(reports: list[EngineReport]) -> None:
-    print(f"\n{'scenario':<44} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}")
-    print("-" * 80)
+def print_table(reports: list[EngineReport], go_checks: list[Check]) -> None:
+    head = f"{'scenario':<52} {'req/s':>9} {'CPU µs/r':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}"
+    print("\n" + head + "\n" + "-" * len(head))
     for report in reports:
         for result in report.results:
-            print(result.row())
-    print(f"\n{'target':<58} {'measured':<52} ok")
-    print("-" * 114)
+            print(row(result))
+    print("CPU µs/r: utime + stime of the server's processes (gunicorn master and workers) per answered request")
     for report in reports:
-        for check in report.checks:
-            print(f"{check.engine + ': ' + check.target:<58} {check.measured:<52} {'yes' if check.ok else 'NO'}")
+        if report.decisions:
+            print(f"\ndecision API ({report.engine}, benchmarks/authz_api.py --throughput)")
+            print(f"  {'scenario':<40} {'req/s':>9} {'CPU µs/r':>10} {'µs/dec':>9} {'errors':>6} {'load1':>6}")
+            for decision in report.decisions:
+                print(decision.line())
+    head = f"{'engine':<8} {'target':<72} {'measured':<68} ok"
+    print("\n" + head + "\n" + "-" * len(head))
+    for check in [c for r in reports for c in r.checks] + go_checks:
+        print(f"{check.engine:<8} {check.target:<72} {check.measured:<68} {'yes' if check.ok else 'NO'}")
+    for report in reports:
         for note in report.notes:
             print(f"{report.engine}: {note}")
-    print("\nthe database floor, not a target: bare Falcon and the one statement a read needs (benchmarks/floor.py)")
-    print(f"{'scenario':<58} {'req/s ratio, paired rounds':<52} reaches the target")
-    print("-" * 128)
+    print("\nnot targets: req/s ratios of paired rounds, on the same server kind")
     for report in reports:
-        for bound in report.bounds:
-            print(f"{bound.engine + ': ' + bound.target:<58} {bound.measured:<52} {'yes' if bound.ok else 'no'}")
+        for what, ratio in report.context:
+            print(f"{report.engine:<8} {what:<72} {ratio}")
 
 
 if __name__ == "__main__":
