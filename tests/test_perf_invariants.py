@@ -39,7 +39,7 @@ def populated(locky_app):
     storage.members.create(group_uuid=groups[1].uuid, user_uuid=users[4].uuid, role="viewer")
     storage.users.delete(users[5].id)
     storage.groups.delete(groups[2].id)
-    # Text a packed row (one JSON array per row, MySQL/MariaDB) must give back exactly.
+    # Text a packed row (one JSON array per row, MySQL/MariaDB and PostgreSQL) must give back exactly.
     users.append(storage.users.create(name=TRICKY_TEXT, email="tricky@example.com", password_hash='h"\\'))
     groups.append(storage.groups.create(name="g tricky", description=TRICKY_TEXT, owner_uuid=users[0].uuid))
     storage.roles.create(name="tricky", description=TRICKY_TEXT,
@@ -125,19 +125,22 @@ def test_plain_sql_reads_match_the_entity_layer(populated):
         storage.users.list(name="x")
 
 
-def test_reads_on_mysql_select_one_json_array_per_row(populated):
-    """On MySQL/MariaDB record reads select their columns packed into one ``JSON_ARRAY``
-    (PyMySQL parses each column in Python); elsewhere they select the columns. The
-    answers are the same: the test above."""
+def test_reads_on_server_engines_select_one_json_array_per_row(populated):
+    """On MySQL/MariaDB and PostgreSQL record reads select their columns packed into one
+    JSON array (PyMySQL parses each column in Python; psycopg2 describes each column in
+    Python); on SQLite they select the columns. Only MySQL/MariaDB converts text to one
+    collation. The answers are the same: the test above."""
     storage = populated[0]
     if not is_pony(storage):
         pytest.skip("not the pony storage")
-    mysql = storage.db.provider.dialect == "MySQL"
+    dialect = storage.db.provider.dialect
+    packed, mysql = dialect in ("MySQL", "PostgreSQL"), dialect == "MySQL"
+    start = {"MySQL": "SELECT JSON_ARRAY(", "PostgreSQL": "SELECT json_build_array("}.get(dialect, "-")
     for kind in ("users", "groups", "members", "roles"):
         by_id = getattr(storage, kind).reads.by_id
-        assert by_id.packed is mysql and by_id.direct.startswith("SELECT JSON_ARRAY(") is mysql, kind
+        assert by_id.packed is packed and by_id.direct.startswith(start) is packed, kind
     authentication = storage.sessions._authentication.statement
-    assert authentication.packed is mysql and ("CONVERT(" in authentication.direct) is mysql
+    assert authentication.packed is packed and ("CONVERT(" in authentication.direct) is mysql
 
 
 def test_authenticate_matches_the_entity_layer(populated):
