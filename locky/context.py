@@ -87,16 +87,20 @@ class Context:
         The authorizer gets ``identity.policy_revision`` (the revision read with the
         caller's session at authentication), so the decision needs no second read of it.
         """
-        scope = {"group_uuid": group_uuid, "own": own}
         allowed = self.authorizer.is_allowed(identity.user, resource, action, group_uuid=group_uuid, own=own,
                                              policy_revision=identity.policy_revision)
         # Both hooks are skipped when no plugin implements them (the default): a call
         # with no implementation still costs pluggy's dispatch, twice per request.
-        check, decision = self.hook.locky_check_access, self.hook.locky_decision
+        hook = self.hook
+        check, decision = hook.locky_check_access, hook.locky_decision
+        scope = None
         if allowed and check.get_hookimpls():
+            scope = {"group_uuid": group_uuid, "own": own}
             vetoes = check(context=self, identity=identity, resource=resource, action=action, scope=scope)
             allowed = not any(v is False for v in vetoes)
         if decision.get_hookimpls():
+            if scope is None:
+                scope = {"group_uuid": group_uuid, "own": own}
             try:
                 decision(context=self, identity=identity, resource=resource, action=action, scope=scope,
                          allowed=allowed)
