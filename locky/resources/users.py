@@ -8,6 +8,7 @@ from locky import audit
 from locky.accounts import password_rules
 from locky.mail import letters
 from locky.accounts.logins import Accounts
+from locky.dump import dumper
 from locky.errors import Invalid, NotFound, StateConflict
 from locky.http.media import load, read_json
 from locky.routes import Operation, Route
@@ -25,6 +26,8 @@ from .records import location
 from .writes import audited, body, deleted, live, updated
 
 USER = UserSchema()
+#: ``USER.dump`` compiled (:mod:`locky.dump`): the same dict in a fraction of the time.
+DUMP_USER = dumper(USER)
 TOKEN = TokenSchema()
 
 
@@ -78,7 +81,7 @@ class Me:
     def on_get(self, req, resp):
         identity = req.context.identity
         self.context.require(identity, "users", "read", own=True)
-        resp.media = USER.dump(identity.user)
+        resp.media = DUMP_USER(identity.user)
 
 
 class UserWrites:
