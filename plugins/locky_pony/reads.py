@@ -146,12 +146,24 @@ class Columns:
         self.converters = [(i, c) for i, c in enumerate(_converter(entity, f) for f in fields) if c is not None]
         self.table = provider.quote_name(compat.table(entity))
         self.width = len(fields)
+        #: ``build(row, start=0)``: the record from the row's columns from ``start`` on,
+        #: each converted as :attr:`converters` say; compiled once (one call building the
+        #: record, no list of values and no loop: every record read builds through it).
+        self.build = self._compile()
 
-    def build(self, row, start: int = 0):
-        values = list(row[start:start + self.width])
-        for i, convert in self.converters:
-            values[i] = convert(values[i])
-        return self.record(*values)
+    def _compile(self) -> Callable[..., Any]:
+        namespace: dict[str, Any] = {"_record": self.record}
+        converted = dict(self.converters)
+        values = []
+        for i in range(self.width):
+            if i in converted:
+                namespace[f"_convert{i}"] = converted[i]
+                values.append(f"_convert{i}(row[start + {i}])")
+            else:
+                values.append(f"row[start + {i}]")
+        source = f"def build(row, start=0):\n    return _record({', '.join(values)})\n"
+        exec(compile(source, f"<locky_pony build {self.record.__name__}>", "exec"), namespace)
+        return namespace["build"]
 
 
 #: The most values one ``IN`` list of a read holds; more take more statements.
