@@ -140,35 +140,14 @@ class Authentication:
     def __init__(self, context, routes: Iterable[Route]):
         self.context = context
         self.public = public_requests(routes)
-        self._impls: list = []  # the hook's implementations when _first was chosen
-        self._first = None
-
-    def plugin_identity(self, req) -> Identity | None:
-        """What the ``locky_authenticate`` implementations say (``firstresult``). With one
-        plain implementation (the bundled one: the OAuth introspection's client
-        credentials) it is called directly: pluggy's dispatch cost ~1.5 µs a request.
-        The implementations are looked up on every request, so a plugin registered
-        later is heard as before."""
-        hook = self.context.hook.locky_authenticate
-        impls = hook.get_hookimpls()
-        if not impls:
-            return None
-        if impls != self._impls:
-            impl = impls[0]
-            single = len(impls) == 1 and not impl.hookwrapper and not impl.wrapper
-            self._first = (impl.function, impl.argnames) if single else None
-            self._impls = impls
-        if self._first is None:
-            return hook(req=req, context=self.context)
-        function, argnames = self._first
-        given = {"req": req, "context": self.context}
-        return function(*[given[name] for name in argnames])
 
     def process_resource(self, req, resp, resource, params) -> None:
         if resource is None or (req.uri_template, req.method) in self.public:
             return  # no resource: Falcon answers 404
         context = req.context
-        context.identity = identity = self.plugin_identity(req) or self.bearer(req)
+        plugins = self.context.hook.locky_authenticate
+        identity = plugins(req=req, context=self.context) if plugins.get_hookimpls() else None
+        context.identity = identity = identity or self.bearer(req)
         origin = getattr(context, "origin", None)
         if origin is not None:
             origin.actor_uuid = identity.user.uuid
