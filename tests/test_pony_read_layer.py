@@ -65,8 +65,8 @@ def test_the_read_layer_builds_what_the_entity_layer_would(storage):
 
 
 def test_reads_of_many_rows_give_the_same_records_as_reads_of_one(storage):
-    """``get_many_by_uuid`` reads every row in one JSON value on the server engines
-    (``Reader.many_rows``), TRICKY text included, and builds what ``get_by_uuid`` builds."""
+    """``get_many_by_uuid`` reads many users in one statement, TRICKY text included, and
+    builds what ``get_by_uuid`` builds."""
     users = [storage.users.create(name=TRICKY + str(i), email=f"u{i}@example.com", password_hash="h" * (i + 1))
              for i in range(5)]
     storage.users.update(users[1].id, external_id=TRICKY)

@@ -38,8 +38,8 @@ class MemberStore(stores.MemberStore):
             reads = self.reads
             reader, provider, entity = reads.reader, reads.provider, reads.entity
             user_col, group_col = column(provider, entity, "user_uuid"), column(provider, entity, "group_uuid")
-            # Every row in one JSON value on MySQL/MariaDB and PostgreSQL (.reader): the
-            # drivers read each column of each row in Python, a few hundred rows a batch.
+            # Every row in one JSON value on MySQL/MariaDB (.reader): PyMySQL reads each
+            # row in Python, a few hundred rows a batch.
             columns = ", ".join(selected(reader, entity, name, column(provider, entity, name))
                                 for name in ("user_uuid", "group_uuid", "role"))
             # Compare the group on each row of a user's range (see the docstring).

@@ -73,8 +73,10 @@ ATTEMPTS = 3
 #: text, whatever JSON typecaster psycopg2 has been given.
 PACKED_SELECT_LIST = {"MySQL": "JSON_ARRAY({})", "PostgreSQL": "json_build_array({})::text"}
 #: Every row's packed columns in one JSON array, the answer's one value (``NULL`` for no
-#: row), for the reads of many rows at once (:meth:`Reader.statement` with ``aggregated``).
-AGGREGATED_SELECT_LIST = {"MySQL": "JSON_ARRAYAGG(JSON_ARRAY({}))", "PostgreSQL": "json_agg(json_build_array({}))::text"}
+#: row), for the reads of many narrow rows (:meth:`Reader.many_rows`). PyMySQL handles
+#: each row of an answer in Python (~2.4 µs a row, packed or not); psycopg2 in C, where
+#: one value saves nothing (measured: docs/benchmarks.md).
+AGGREGATED_SELECT_LIST = {"MySQL": "JSON_ARRAYAGG(JSON_ARRAY({}))"}
 
 log = logging.getLogger("locky.storage")
 
@@ -135,11 +137,12 @@ class Reader:
         return columns if packed is None else packed.format(columns)
 
     def many_rows(self, columns: str, sql: str) -> Statement:
-        """A statement that selects ``columns`` of many rows: ``sql`` written with ``{}``
-        for the select list and then for each parameter. Where rows are packed, every row
-        comes in the answer's one value (:data:`AGGREGATED_SELECT_LIST`): the driver reads
-        one row, not hundreds (PyMySQL: ~2.4 µs of Python a row saved). :meth:`select`
-        returns the rows either way."""
+        """A statement that selects a few narrow ``columns`` of many rows: ``sql`` written
+        with ``{}`` for the select list and then for each parameter. On MySQL/MariaDB every
+        row comes in the answer's one value (:data:`AGGREGATED_SELECT_LIST`): PyMySQL reads
+        one row, not hundreds. (Wide rows cost the server more to aggregate than the
+        client saves: a page of records keeps a row per record.) :meth:`select` returns
+        the rows either way."""
         plain = self.statement(sql.replace("{}", self.select_list(columns), 1), packed=True)
         aggregated = AGGREGATED_SELECT_LIST.get(self.dialect)
         if aggregated is None:

@@ -253,17 +253,14 @@ class RecordReads:
     def find_many(self, name: str, values: list) -> list:
         """The live records whose column ``name`` is one of ``values`` (unique among live
         rows), in no order: one statement per :data:`IN_CHUNK` values, its ``IN`` list
-        padded (:func:`padded`) so that a few statement texts serve every size, every row
-        in the answer's one value where rows are packed (:meth:`.reader.Reader.many_rows`)."""
+        padded (:func:`padded`) so that a few statement texts serve every size."""
         found = []
         for chunk in chunks(values):
             chunk = padded(chunk)
-            key = ("find_many", name, len(chunk))
-            statement = self._statements.get(key)
-            if statement is None:
-                statement = self._statements[key] = self.reader.many_rows(
-                    self.columns.sql, f"SELECT {{}} FROM {self.columns.table}"
-                    f" WHERE {self._where((), in_list(column(self.provider, self.entity, name), len(chunk)))}")
+            statement = self._statement(("find_many", name, len(chunk)), lambda: (
+                f"SELECT {self.select_list} FROM {self.columns.table}"
+                f" WHERE {self._where((), in_list(column(self.provider, self.entity, name), len(chunk)))}"),
+                packed=True)
             found.extend(self.columns.build(row) for row in self.reader.select(statement, tuple(chunk)))
         return found
 
