@@ -57,7 +57,9 @@ def test_python_and_casbin_decide_alike(p, g, g2, asked):
     fast, by_casbin = snapshots(rows)
     for request in asked:
         assert fast.enforce(*request) is by_casbin.enforce(*request), request
-        assert fast.matching(*request) == by_casbin.matching(*request), request
+        # The same lines; their order follows Casbin's role manager, which keeps a role's
+        # roles in a set (of objects hashed by identity): it differs between snapshots.
+        assert sorted(fast.matching(*request)) == sorted(by_casbin.matching(*request)), request
 
 
 def test_a_role_chain_longer_than_casbins_ten_levels_is_cut_where_casbin_cuts_it():
@@ -94,5 +96,5 @@ def test_any_other_model_is_left_to_casbin(change):
     files = policy_files.PolicyFiles(model_text=text.replace(*change), rows=[["p", "user", "*", "users", "read"]])
     snapshot = _PolicySnapshot(files, {})
     assert snapshot.rule is None
-    assert matcher.SHIPPED is not None
+    assert matcher.shipped_signature() is not None
     assert snapshot.enforce("user", "*", "users", "read") is True

@@ -19,6 +19,7 @@ holds both to the same answers over random policies and requests.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import casbin
@@ -47,19 +48,24 @@ def _signature(model: casbin.Model) -> tuple | None:
         return None
 
 
-def _shipped_signature() -> tuple | None:
+@functools.cache
+def shipped_signature() -> tuple | None:
+    """:func:`_signature` of the shipped ``model.conf``, read on first use (``None`` when
+    it cannot be read: every model is then left to Casbin)."""
+    try:
+        text = (policy_files.policy_dir(None) / "model.conf").read_text(encoding="utf-8")
+    except OSError:
+        return None
     model = casbin.Model()
-    model.load_model_from_text((policy_files.policy_dir(None) / "model.conf").read_text(encoding="utf-8"))
+    model.load_model_from_text(text)
     return _signature(model)
-
-
-SHIPPED = _shipped_signature()
 
 
 def line_rule(enforcer: casbin.Enforcer) -> LineRule | None:
     """The rule that decides one line for ``enforcer``'s model when it is Locky's own
     (``None`` otherwise: Casbin then evaluates the model's matcher)."""
-    if SHIPPED is None or _signature(enforcer.model) != SHIPPED or enforcer.cond_rm_map:
+    shipped = shipped_signature()
+    if shipped is None or _signature(enforcer.model) != shipped or enforcer.cond_rm_map:
         return None
     g, g2 = enforcer.model["g"]["g"].rm, enforcer.model["g"]["g2"].rm
     linked: dict[tuple[str, str], bool] = {}
