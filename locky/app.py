@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any, Iterable
 
 import falcon
@@ -29,11 +28,9 @@ log = logging.getLogger("locky")
 class IdConverter(falcon.routing.BaseConverter):
     """``{id:id}``: plain decimal digits, 1 to 2**63-1; anything else is no route (404)."""
 
-    PATTERN = re.compile(r"^[1-9][0-9]{0,18}$")  # what convert accepts, checked without it
-
     def convert(self, value: str):
-        # PATTERN.fullmatch(value), in string methods (~2x faster, on every item route):
-        # ASCII digits only (isdigit alone takes other scripts' digits), no leading zero.
+        # ^[1-9][0-9]{0,18}$ in string methods (~2x faster than the regex, on every item
+        # route): ASCII digits only (isdigit alone takes other scripts' digits), no leading zero.
         if not (0 < len(value) <= 19 and value.isascii() and value.isdigit() and value[0] != "0"):
             return None
         number = int(value)

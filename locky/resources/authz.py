@@ -70,11 +70,6 @@ class Decisions:
         self.context = context
         self.users = context.storage.users
 
-    def user(self, uuid: str, found: dict[str, User | None]) -> User | None:
-        if uuid not in found:
-            found[uuid] = self.users.get_by_uuid(uuid)
-        return found[uuid]
-
     def users_of(self, uuids) -> dict[str, User]:
         """The live users of ``uuids`` by uuid, in one storage read when the storage can
         (``get_many_by_uuid``), else one by one."""
@@ -119,7 +114,7 @@ class AuthzCheck:
             query = self.load_query(req)
         else:
             query["explain"] = False
-        user = self.decisions.user(query["user_uuid"], {})
+        user = self.context.storage.users.get_by_uuid(query["user_uuid"])
         group_uuid = query.get("group_uuid")
         revision = caller.policy_revision  # None: the authorizer reads storage's
         allowed = self.decisions.allowed(user, query["resource"], query["action"], group_uuid, revision)

@@ -12,8 +12,9 @@ is compared there. SQLite and MariaDB are told not to use the group for the inde
 ranges (``+group_uuid``, ``CONCAT(group_uuid)``: the same value, but no column to seek
 on). With 128 of each list, SQLite probed the index once per (user, group), 16,384
 probes, 6x slower than the ranges; MariaDB, finding that too many ranges, fell back to
-the ``(user_uuid, del_token, id)`` index and read each row from the table, 3x slower. The pairs asked for are then picked out. Its ``IN`` lists are padded to a
-power of two (:func:`.reads.padded`).
+the ``(user_uuid, del_token, id)`` index and read each row from the table, 3x slower.
+The pairs asked for are then picked out. Its ``IN`` lists are padded to a power of two
+(:func:`.reads.padded`).
 """
 
 from __future__ import annotations
