@@ -230,7 +230,9 @@ class GroupStore(RecordStore[Group], Protocol):
 class MemberStore(RecordStore[Member], Protocol):
     """Memberships: a user's role in a group. One live membership per (group, user);
     filters: ``group_uuid``, ``user_uuid``, ``role``. Memberships do not move
-    :meth:`Storage.revision` (authorizers read :meth:`role_of` live)."""
+    :meth:`Storage.revision`: authorizers ask :meth:`role_of` on every group-scoped
+    decision, which Locky's storage cache keeps until a membership's write, or a group's
+    or user's delete, is announced (:mod:`locky.cache.declared`)."""
 
     def create(self, *, group_uuid: str, user_uuid: str, role: str) -> Member:
         """Add a membership, in one transaction (the write's own, or the caller's

@@ -130,10 +130,62 @@ def deletions_and_authorization_changes_hold_at_once(a, b) -> None:
     assert me(b, carl) == 401
 
 
+def memberships_come_from_memory_and_changes_are_seen_at_once(a, b) -> None:
+    """B keeps the roles users hold in groups in memory (a group-scoped check reads one
+    more value from it than the same check without the group), for single checks and
+    batches alike; a membership added or ended and a group deleted through A decide
+    B's very next answer, round after round."""
+    cache = b.app.context.storage.cache
+    admin, ada, bob = (a.account(ADMIN_EMAIL, verified=True), a.account("ada@example.com"),
+                       a.account("bob@example.com"))
+    assert a.simulate_post("/v1/private/roles", headers=admin.headers, json={
+        "name": "auditor", "permissions": [{"resource": "reports", "action": "read"}]}).status_code == 201
+
+    def single(query: dict) -> bool:
+        result = b.simulate_get("/v1/internal/authz/check", headers=ada.headers, params=query)
+        assert result.status_code == 200, result.text
+        return result.json["allowed"]
+
+    def batch(query: dict) -> bool:
+        result = b.simulate_post("/v1/internal/authz/check", headers=ada.headers, json={"checks": [query]})
+        assert result.status_code == 200, result.text
+        return result.json["results"][0]["allowed"]
+
+    def hits(read: Callable[[], object]) -> int:
+        read()
+        before = cache.hits
+        read()
+        return cache.hits - before
+
+    for round in range(5):
+        group = a.simulate_post("/v1/private/groups", json={"name": f"finance {round}"}, headers=ada.headers).json
+        scoped = {"user_uuid": bob.uuid, "resource": "reports", "action": "read", "group_uuid": group["uuid"]}
+        plain = {key: value for key, value in scoped.items() if key != "group_uuid"}
+        assert not single(scoped) and not batch(scoped), f"round {round}: no membership yet"
+        member = a.simulate_post("/v1/private/members", headers=ada.headers,
+                                 json={"group_uuid": group["uuid"], "user_uuid": bob.uuid, "role": "auditor"})
+        assert member.status_code == 201, member.text
+        assert single(scoped) and batch(scoped), f"round {round}: a new membership"
+        for read in (functools.partial(single, scoped), functools.partial(batch, scoped)):
+            # On SQLite any commit (a background sender's) empties the cache: try again.
+            assert any(hits(read) > hits(functools.partial(single, plain)) for _ in range(50)), \
+                f"round {round}: the membership was not served from memory"
+        assert a.simulate_delete(f"/v1/private/members/{member.json['id']}",
+                                 headers=ada.headers).status_code == 204
+        assert not single(scoped) and not batch(scoped), f"round {round}: a membership ended"
+        member = a.simulate_post("/v1/private/members", headers=ada.headers,
+                                 json={"group_uuid": group["uuid"], "user_uuid": bob.uuid, "role": "auditor"})
+        assert member.status_code == 201, member.text
+        assert single(scoped) and batch(scoped) and single(scoped), f"round {round}: a membership again"
+        assert a.simulate_delete(f"/v1/private/groups/{group['id']}", headers=ada.headers).status_code == 204
+        assert not single(scoped) and not batch(scoped), f"round {round}: the group deleted"
+
+
 #: The scenarios of two apps on one database, for ``pytest.mark.parametrize``.
 TWO_APPS = (reads_come_from_memory_and_a_logout_holds_at_once,
             user_records_come_from_memory_and_changes_are_seen_at_once,
-            deletions_and_authorization_changes_hold_at_once)
+            deletions_and_authorization_changes_hold_at_once,
+            memberships_come_from_memory_and_changes_are_seen_at_once)
 
 
 def two_servers_hold_revocation_at_once(database_url: str, auth_cache: str, tmp_path) -> None:

@@ -84,21 +84,38 @@ def test_a_batch_answers_each_check_as_the_single_check_does(locky_client, locky
 
 
 def test_a_batch_of_100_reads_the_memberships_in_one_statement(locky_client, locky_user, world):
+    """From a cold cache a batch reads its memberships in one statement, and one by one
+    the checks read one per pair; asked again, they come from the storage cache. On
+    SQLite any commit empties that cache (a background sender's too): a measurement a
+    commit came into is made again."""
     checks = checks_of(world, 100, seed=11)
     pairs = {(c["user_uuid"], c["group_uuid"]) for c in checks if "group_uuid" in c}
+    known_pairs = {pair for pair in pairs if pair[0] != NOBODY}
     assert len(pairs) > 50  # many users in many groups
-    batch(locky_client, locky_user, checks)  # users and grants read, the policy loaded
-    statements = Statements(locky_client.app.context.storage)
-    try:
-        answers = batch(locky_client, locky_user, checks)
-        assert len(statements.on("locky_members")) == 1, statements.on("locky_members")
-        # The same when asked one by one: a membership read per group-scoped check.
+    storage = locky_client.app.context.storage
+    answers = batch(locky_client, locky_user, checks)  # users and grants read, the policy loaded
+    statements = Statements(storage)
+
+    def measured(ask) -> tuple[int, int]:
+        """The statements on the memberships of ``ask()`` from a cold cache, and then warm."""
+        storage.cache.clear()
         statements.seen.clear()
-        singles = [decide(locky_client, locky_user, c["user_uuid"], c["resource"], c["action"], c.get("group_uuid"))
-                   for c in checks]
-        assert answers == singles
-        group_scoped_known = sum(1 for c in checks if "group_uuid" in c and c["user_uuid"] != NOBODY)
-        assert len(statements.on("locky_members")) == group_scoped_known
+        assert ask() == answers
+        cold = len(statements.on("locky_members"))
+        statements.seen.clear()
+        assert ask() == answers
+        return cold, len(statements.on("locky_members"))
+
+    def singles():
+        return [decide(locky_client, locky_user, c["user_uuid"], c["resource"], c["action"], c.get("group_uuid"))
+                for c in checks]
+
+    try:
+        for ask, reads in ((lambda: batch(locky_client, locky_user, checks), 1), (singles, len(known_pairs))):
+            found = []
+            while len(found) < 20 and (reads, 0) not in found:
+                found.append(measured(ask))
+            assert found[-1] == (reads, 0), found
     finally:
         statements.close()
 

@@ -23,16 +23,17 @@ import sqlite3
 import threading
 import typing
 from contextlib import contextmanager
+from functools import partial
 
 import pytest
 
 from locky import providers
 from locky.cache import CachingStorage, ChangeBus, Freshness, Keeps
 from locky.cache.declared import (
-    KEYS, REVISION, SESSION, STORAGE_CACHE, STORES, USER_ID, USER_UUID, USERS, store_protocols, write_topic,
+    KEYS, MEMBERS, REVISION, SESSION, STORAGE_CACHE, STORES, USER_ID, USER_UUID, USERS, store_protocols, write_topic,
 )
 from locky.testing import make_settings
-from locky.testing.storage_contract import StorageContract
+from locky.testing.storage_contract import BUILTIN, StorageContract
 from locky_casbin import POLICY_CACHE
 from locky_jwt.keys import KEY_CACHE
 from locky_pony import PonyStorage
@@ -89,7 +90,7 @@ def test_a_write_of_one_session_or_user_names_it_by_an_argument_of_the_protocol(
 
 def test_every_topic_written_is_followed_by_a_cache_and_no_cache_follows_what_nothing_writes():
     written = {effect.topic for methods in STORES.values() for effect in methods.values() if effect.topic}
-    assert written == {REVISION, SESSION, USER_ID, USER_UUID, USERS, KEYS}
+    assert written == {REVISION, SESSION, USER_ID, USER_UUID, USERS, MEMBERS, KEYS}
     followed = set().union(*(watcher.topics for watcher in WATCHERS))
     assert written <= followed
     for watcher in WATCHERS:
@@ -176,7 +177,7 @@ def test_the_storage_cache_announces_exactly_the_declared_writes_it_follows(tmp_
     try:
         storage.migrate()
         ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
-        storage.groups.create(name="team", description="", owner_uuid=ada.uuid)
+        team = storage.groups.create(name="team", description="", owner_uuid=ada.uuid)
         assert bus.announced == []
         storage.users.update(ada.id, name="Ada L.")
         storage.users.mark_verified(uuid=ada.uuid, email=ada.email)
@@ -187,8 +188,61 @@ def test_the_storage_cache_announces_exactly_the_declared_writes_it_follows(tmp_
         storage.totp.remove(user_uuid=ada.uuid)
         assert bus.announced == [USER_ID + str(ada.id), USER_UUID + ada.uuid, SESSION + "5" * 32,
                                  USER_UUID + ada.uuid, REVISION, USER_UUID + ada.uuid]
+        del bus.announced[:]
+        bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="x")
+        storage.inner.roles.sync_builtin(BUILTIN)  # a revision, not announced here
+        joined = storage.members.create(group_uuid=team.uuid, user_uuid=bob.uuid, role="member")
+        storage.members.delete(joined.id)
+        storage.groups.delete(team.id)
+        assert bus.announced == [MEMBERS, MEMBERS, MEMBERS]
         assert storage.keys is storage.inner.keys  # keys: followed by their own cache, never announced
         assert storage.throttle is storage.inner.throttle
+    finally:
+        storage.close()
+
+
+class _TrustingBus(_QuietBus):
+    """A bus whose cache is always fresh: what is kept is served until announced (then
+    dropped here at once)."""
+
+    def fresh(self):
+        return True
+
+    fresh_to_store = fresh
+
+    @contextmanager
+    def changing(self, what, drop_here):
+        try:
+            yield
+        finally:
+            drop_here(what)
+
+
+def test_roles_in_groups_are_kept_but_read_live_inside_an_atomic_block(tmp_path):
+    """A membership changed behind the cache's back (on the wrapped storage, so never
+    announced) is still served from memory to a request, single or batched; inside an
+    atomic block, which decides on what it reads, the role is read live."""
+    storage = CachingStorage(PonyStorage(make_settings(f"sqlite:///{tmp_path / 'roles.sqlite'}")), _TrustingBus())
+    try:
+        storage.migrate()
+        storage.inner.roles.sync_builtin(BUILTIN)
+        ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
+        bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="x")
+        team = storage.groups.create(name="team", description="", owner_uuid=ada.uuid)
+        pair = (bob.uuid, team.uuid)
+        assert storage.members.role_of(*pair) is None and storage.members.roles_in([pair]) == {}
+        storage.inner.members.create(group_uuid=team.uuid, user_uuid=bob.uuid, role="viewer")
+        assert storage.members.role_of(*pair) is None  # kept: "no membership"
+        assert storage.members.roles_in([pair, (ada.uuid, team.uuid)]) == {(ada.uuid, team.uuid): "owner"}
+        with storage.atomic():
+            assert storage.members.role_of(*pair) == "viewer"
+            assert storage.members.roles_in([pair]) == {pair: "viewer"}
+        assert storage.members.role_of(*pair) is None
+        storage.members.create(group_uuid=team.uuid, user_uuid=storage.users.create(
+            name="Cy", email="cy@example.com", password_hash="x").uuid, role="member")  # announced
+        assert storage.members.role_of(*pair) == "viewer"
+        assert storage.members.roles_in([pair]) == {pair: "viewer"}
+        assert storage.members.role_of(None, team.uuid) is None and storage.members.roles_in([(1, 2)]) == {}
     finally:
         storage.close()
 
@@ -306,14 +360,28 @@ RECORD_WRITES = {
 }
 
 
+#: A call of each declared write of a role in a group (``MEMBERS``): the group ``team``
+#: is ``ada``'s, and ``bob`` is a member of it (the membership).
+MEMBERSHIP_WRITES = {
+    "members.create": lambda storage, ada, team, bob: storage.members.create(
+        group_uuid=team.uuid, user_uuid=storage.users.create(name="Cy", email="cy@example.com", password_hash="x").uuid,
+        role="member"),
+    "members.delete": lambda storage, ada, team, bob: storage.members.delete(bob.id),
+    "groups.delete": lambda storage, ada, team, bob: storage.groups.delete(team.id),
+}
+
+
 def test_every_declared_write_of_a_users_record_has_a_call_here():
     declared = {f"{store}.{method}" for store, methods in STORES.items() for method, effect in methods.items()
                 if effect.topic in (USER_ID, USER_UUID)}
     assert declared - set(RECORD_WRITES) == {"sessions.revoke_all"}
+    memberships = {f"{store}.{method}" for store, methods in STORES.items() for method, effect in methods.items()
+                   if effect.topic == MEMBERS}
+    assert memberships == set(MEMBERSHIP_WRITES)
 
 
-@pytest.mark.parametrize("write", sorted(RECORD_WRITES))
-def test_a_declared_write_of_a_users_record_moves_the_cache_revision(tmp_path, write):
+@pytest.mark.parametrize("write", sorted(RECORD_WRITES) + sorted(MEMBERSHIP_WRITES))
+def test_a_declared_write_of_a_users_record_or_a_membership_moves_the_cache_revision(tmp_path, write):
     """What the revision bus (``LOCKY_AUTH_CACHE=revision``) relies on: the Pony stores
     move the cache revision in the transaction of every such write."""
     path = tmp_path / "revision.sqlite"
@@ -322,13 +390,21 @@ def test_a_declared_write_of_a_users_record_moves_the_cache_revision(tmp_path, w
         storage.migrate()
         ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
         storage.totp.begin(ada.uuid, "JBSWY3DPEHPK3PXP")  # a pending second factor to confirm or remove
+        if write in MEMBERSHIP_WRITES:
+            storage.roles.sync_builtin(BUILTIN)
+            team = storage.groups.create(name="team", description="", owner_uuid=ada.uuid)
+            bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="x")
+            bob = storage.members.create(group_uuid=team.uuid, user_uuid=bob.uuid, role="member")
+            call = partial(MEMBERSHIP_WRITES[write], storage, ada, team, bob)
+        else:
+            call = partial(RECORD_WRITES[write], storage, ada)
 
         def number() -> int:
             with sqlite3.connect(path) as connection:
                 return connection.execute("SELECT number FROM locky_meta WHERE key = 'cache_revision'").fetchone()[0]
 
         before = number()
-        RECORD_WRITES[write](storage, ada)
+        call()
         assert number() > before
     finally:
         storage.close()

@@ -7,8 +7,10 @@ PostgreSQL and MariaDB when configured:
   memory; a change made through another app (another host) is seen on the very next
   request: a rename, a new address verified, a second factor, a disabled account, a
   deletion;
-- sessions, memberships and roles are read on every request: a logout, a role change
-  and a membership change made through the other app hold at once; a session ended by
+- sessions and roles are read on every request: a logout and a role change made
+  through the other app hold at once;
+- the roles users hold in groups are served from memory too, and a membership added or
+  ended and a group deleted through the other app decide its very next check; a session ended by
   hand in SQL too; a record changed by hand in SQL is served at most ``max_age``;
 - a change rolled back moves nothing and leaves nothing in memory;
 - a schema upgraded from an earlier step starts the revision (``locky_meta``);
@@ -112,6 +114,10 @@ def test_sessions_and_authorization_are_read_on_every_request(hosts):
         assert a.simulate_post("/v1/private/users/logout", headers=ada.headers).status_code == 204
         assert me(b, ada) == 401, f"round {round}"
     scenarios.deletions_and_authorization_changes_hold_at_once(a, b)
+
+
+def test_memberships_come_from_memory_and_changes_are_seen_at_once(hosts):
+    scenarios.memberships_come_from_memory_and_changes_are_seen_at_once(*hosts)
 
 
 def test_changes_by_hand_in_sql(hosts, database_url):

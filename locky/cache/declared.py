@@ -1,14 +1,14 @@
 """What every store method does to what processes keep in memory: declared once, here.
 
 Locky keeps copies of what storage holds in several places: the storage cache
-(:class:`locky.cache.storage.CachingStorage`: sessions, user records, the policy
-revision, and under some buses every record read), an authorizer's policy and grants
+(:class:`locky.cache.storage.CachingStorage`: sessions, user records, the roles users
+hold in groups, the policy revision, and under some buses every record read), an authorizer's policy and grants
 (``locky_casbin``), a token backend's signing keys (``locky_jwt``). A copy is honest only
 while every write that makes it stale is known. So each method of each store protocol
 of :mod:`locky.providers` is listed in :data:`STORES`, as a read (:data:`READ`, or
 :data:`KEPT`: a record read the storage cache may keep) or as a write with what it makes
 stale: a *topic* (:data:`REVISION`, :data:`SESSION`, :data:`USER_ID`, :data:`USER_UUID`,
-:data:`USERS`, :data:`KEYS`) and, for one session or user, the argument that names it; a write that
+:data:`USERS`, :data:`MEMBERS`, :data:`KEYS`) and, for one session or user, the argument that names it; a write that
 makes nothing stale that any cache keeps by name is :data:`UNCACHED`.
 
 Each cache says which topics it follows and how it learns of them (a :class:`Watcher`):
@@ -28,7 +28,7 @@ from functools import cache
 
 from locky import providers
 
-__all__ = ["KEPT", "KEYS", "READ", "REVISION", "SESSION", "STORAGE_CACHE", "STORES", "UNCACHED", "USERS",
+__all__ = ["KEPT", "KEYS", "MEMBERS", "READ", "REVISION", "SESSION", "STORAGE_CACHE", "STORES", "UNCACHED", "USERS",
            "USER_ID", "USER_UUID", "Effect", "Watcher", "moves", "write_topic"]
 
 # -- topics: what a write makes stale ---------------------------------------------------
@@ -45,6 +45,11 @@ SESSION = "session:"
 #: its sessions.
 USER_ID = "user-id:"
 USER_UUID = "user-uuid:"
+#: The roles users hold in groups (``MemberStore.role_of`` and ``roles_in``, which every
+#: group-scoped decision asks): moved by a membership's writes and by a group's delete,
+#: which ends its memberships. A user's delete ends the user's memberships too: the
+#: storage cache drops what it keeps of memberships on any user topic as well.
+MEMBERS = "members"
 #: The signing keys (:class:`locky.providers.KeyStore`).
 KEYS = "keys"
 
@@ -90,9 +95,17 @@ STORES: dict[str, dict[str, Effect]] = {
         "delete": moves(USER_ID, "id"),  # its sessions end with it: they carry its tags
         "mark_verified": moves(USER_UUID, "uuid"),
     },
-    "groups": {**_RECORD_READS, "for_update": READ, "create": UNCACHED, "update": UNCACHED, "delete": UNCACHED},
-    # Memberships are read live by authorizers (role_of, roles_in): they move no revision.
-    "members": {**_RECORD_READS, "role_of": READ, "roles_in": READ, "create": UNCACHED, "delete": UNCACHED},
+    "groups": {
+        **_RECORD_READS, "for_update": READ,
+        "create": UNCACHED,  # its owner's membership names a group nobody could ask about before
+        "update": UNCACHED,
+        "delete": moves(MEMBERS),  # its memberships end with it
+    },
+    # The roles in groups every group-scoped decision asks for: the storage cache keeps
+    # them under every bus (outside atomic blocks), as it keeps user records. They move
+    # no policy revision.
+    "members": {**_RECORD_READS, "role_of": KEPT, "roles_in": KEPT,
+                "create": moves(MEMBERS), "delete": moves(MEMBERS)},
     "roles": {
         **_RECORD_READS, "custom_permissions": READ,
         "create": moves(REVISION), "update": moves(REVISION), "delete": moves(REVISION),
@@ -160,7 +173,7 @@ class Watcher:
 
 #: The storage cache (:mod:`locky.cache.storage`).
 STORAGE_CACHE = Watcher(
-    "the storage cache", frozenset({REVISION, USERS, SESSION, USER_ID, USER_UUID}),
+    "the storage cache", frozenset({REVISION, USERS, SESSION, USER_ID, USER_UUID, MEMBERS}),
     "every write that moves one of its topics is announced on its change bus (locky.cache.bus),"
     " as the bus's freshness says",
 )

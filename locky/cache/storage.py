@@ -12,13 +12,14 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from typing import Any, Callable, Hashable
 
 from locky.cache.bus import ChangeBus, Keeps
 from locky.cache.context import FILLING, request_wrote
 from locky.cache.declared import (
-    REVISION, SESSION, STORAGE_CACHE, STORES, USER_ID, USER_UUID, write_topic,
+    MEMBERS, REVISION, SESSION, STORAGE_CACHE, STORES, USER_ID, USER_UUID, write_topic,
 )
 from locky.records import Authenticated, Page
 
@@ -26,6 +27,11 @@ __all__ = ["MISSING", "Cache", "CachingStorage", "kept", "user_tags"]
 
 #: What :meth:`Cache.get` answers for a key it does not hold.
 MISSING = object()
+#: How the cache keeps "no live membership" (``role_of`` is ``None``): no role is named "".
+NO_ROLE = ""
+#: Whether this thread is inside an atomic block of a :class:`CachingStorage`: what a
+#: block reads decides what it writes, so memberships are read live there.
+_IN_BLOCK: ContextVar[bool] = ContextVar("locky_cache_in_block", default=False)
 
 
 class Cache:
@@ -266,6 +272,49 @@ class _Users(_Through):
         return kept_many(self._owner.cache, keys, read, lambda found: {"tags": user_tags(found)})
 
 
+class _Members(_Through):
+    """The role of a user in a group (``role_of``, and ``roles_in`` for a batch of
+    checks) comes from the cache: every group-scoped decision asks for it, and each of
+    its writes is announced (:data:`~locky.cache.declared.MEMBERS`). Inside an atomic
+    block it is read live, as it was: a block decides on what it reads and writes after
+    (adding a member asks the adder's role, under the group's lock)."""
+
+    def __init__(self, inner, owner: "CachingStorage", store: str):
+        self._owner = owner
+        super().__init__(inner, owner, store)
+
+    def role_of(self, user_uuid, group_uuid):
+        if _IN_BLOCK.get() or not (isinstance(user_uuid, str) and isinstance(group_uuid, str)):
+            return self._inner.role_of(user_uuid, group_uuid)
+        found = kept(self._owner.cache, ("role", user_uuid, group_uuid),
+                     lambda: self._inner.role_of(user_uuid, group_uuid) or NO_ROLE, _membership_tags)
+        return found or None
+
+    def roles_in(self, pairs):
+        """The roles the cache holds, and the others in one read of ``inner`` (``role_of``
+        pair by pair from a storage without ``roles_in``)."""
+        inner = self._inner
+        many = getattr(inner, "roles_in", None)
+
+        def read(missing):
+            found = many(missing) if many is not None else {
+                pair: role for pair in missing if (role := inner.role_of(*pair)) is not None}
+            return {pair: found.get(pair) or NO_ROLE for pair in missing}
+
+        pairs = list(pairs)
+        if _IN_BLOCK.get():
+            return {pair: role for pair, role in read(pairs).items() if role}
+        keys = {("role", *pair): pair for pair in pairs
+                if isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(one, str) for one in pair)}
+        found = kept_many(self._owner.cache, keys, read, _membership_tags) if keys else {}
+        return {pair: role for pair, role in found.items() if role}
+
+
+def _membership_tags(role: str) -> dict:
+    """How a role in a group is kept: every one is dropped when any membership changes."""
+    return {"tags": (MEMBERS,)}
+
+
 class _Sessions(_Through):
     """The session with its user, and the policy revision, come from the cache unless
     the bus keeps only user records."""
@@ -307,7 +356,8 @@ class CachingStorage:
     ``max_age`` bounds how long an entry is kept at all: what changes the database
     without going through a wrapper (a hand-written ``UPDATE``) is seen after it.
     ``max_entries`` bounds the memory it takes: a full cache is emptied. What the cache
-    keeps is what the bus declares (:class:`~locky.cache.bus.Keeps`): under a bus that
+    keeps is what the bus declares (:class:`~locky.cache.bus.Keeps`), and under every bus
+    the roles users hold in groups (outside atomic blocks: :class:`_Members`): under a bus that
     keeps only user records (:mod:`locky_pony.revision_bus`) sessions and the policy
     revision always come from the wrapped storage; under one that keeps every read
     (:mod:`locky_pony.data_version`, which sees every commit whatever it changed and
@@ -330,7 +380,8 @@ class CachingStorage:
         self.reads = Cache(max_age, bus.fresh_to_store, max_entries)
         self.users = _wrapped(inner.users, self, "users", _Users)
         self.sessions = _wrapped(inner.sessions, self, "sessions", _Sessions)
-        for store in STORES.keys() - {"users", "sessions"}:
+        self.members = _wrapped(inner.members, self, "members", _Members)
+        for store in STORES.keys() - {"users", "sessions", "members"}:
             setattr(self, store, _wrapped(getattr(inner, store), self, store))
         bus.start(self._heard, self._reset)
 
@@ -380,6 +431,9 @@ class CachingStorage:
             self.cache.drop(what)
         elif what.startswith((USER_ID, USER_UUID)):
             self.cache.drop_tag(what)
+            self.cache.drop_tag(MEMBERS)  # a user's delete ends its memberships
+        elif what == MEMBERS:
+            self.cache.drop_tag(MEMBERS)
         elif what == REVISION:
             self.cache.drop(REVISION)
         else:  # users (any cached session's user may have changed), or news we do not know
@@ -393,10 +447,12 @@ class CachingStorage:
 
     @contextmanager
     def atomic(self):
+        in_block = _IN_BLOCK.set(True)
         try:
             with self.bus.batch(self._heard), self.inner.atomic():
                 yield
         finally:
+            _IN_BLOCK.reset(in_block)
             request_wrote()
 
     def revision(self) -> int:

@@ -311,7 +311,8 @@ class CasbinAuthorizer:
 
     def _role_of(self, user_uuid: str, group_uuid: str) -> str | None:
         """The user's role in the group: from the batch being decided when it read this
-        pair, else from storage (memberships are read live, never kept)."""
+        pair, else from storage (whose cache keeps it until a membership changes, and
+        reads it live inside an atomic block); never kept here."""
         batch = _BATCH.get()
         if batch is not None and batch.owner is self and (user_uuid, group_uuid) in batch.asked:
             return batch.roles.get((user_uuid, group_uuid))

@@ -72,8 +72,8 @@ def move_policy_revision(entities) -> None:
 
 
 def move_cache_revision(entities) -> None:
-    """A user's record changes in this transaction: move the cache revision with it, so
-    that no worker serves the record it read before (:mod:`.revision_bus`)."""
+    """A user's record or a role in a group changes in this transaction: move the cache
+    revision with it, so that no worker serves what it read before (:mod:`.revision_bus`)."""
     row = entities.Meta.get_for_update(key=CACHE_REVISION)
     if row is not None:
         row.number += 1
@@ -290,6 +290,7 @@ class GroupStore(Collection):
         return group_record(self._update(id, changes, "name", "Already exists."))
 
     def _after_delete(self, row) -> None:
+        move_cache_revision(self.entities)  # its members' roles in it end
         for member in row.memberships.select(lambda m: m.del_token == 0):
             soft_delete(member, row.deleted_at)
 
@@ -320,6 +321,10 @@ class MemberStore(Collection):
             raise Invalid.missing("role")
         if authorize is not None:
             authorize()
+        # A role in a group, which workers may keep (:mod:`.revision_bus`). The number's
+        # row is locked after the group's, the user's and the role's and before any
+        # membership's, as a user's or a group's delete takes them: no lock cycle.
+        move_cache_revision(e)
         now = utcnow()
         with integrity_errors(Conflict("user_uuid", "Already a member of this group.")):
             row = insert(self.entity, uuid=new_uuid(), created_at=now, updated_at=now, group=group, user=user,
@@ -373,6 +378,7 @@ class MemberStore(Collection):
         # The group's row first, as adding and deleting a group take it: two owners
         # leaving at once serialize here, and the second sees the first one gone.
         self.entities.Group.get_for_update(uuid=group_uuid)
+        move_cache_revision(self.entities)  # before the membership's row, as in create
         row = self._live_or_404(id)
         if row.role == OWNER and not self.entity.exists(
             lambda m: m.group_uuid == group_uuid and m.role == OWNER and m.del_token == 0 and m.id != id
