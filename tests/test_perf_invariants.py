@@ -309,6 +309,70 @@ def test_the_cache_holds_only_what_was_verified(locky_app_factory, algorithm):
     assert tokens.verify(issued.token, kind="access").subject == "u"
 
 
+def _counting_decodes(monkeypatch) -> list[str]:
+    """The tokens ``locky_jwt`` hands to PyJWT's ``jwt.decode`` from now on: its
+    signature checks."""
+    import locky_jwt
+
+    decoded, decode = [], locky_jwt.jwt.decode
+
+    def counted(token, *args, **kwargs):
+        decoded.append(token)
+        return decode(token, *args, **kwargs)
+
+    monkeypatch.setattr(locky_jwt.jwt, "decode", counted)
+    return decoded
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_token_refused_for_good_is_not_checked_again(locky_app_factory, monkeypatch, algorithm):
+    """A forged signature, a token of the wrong type and an expired token are refused
+    the second time with the same words and no signature check; the valid tokens around
+    them are not disturbed."""
+    import locky_jwt
+
+    app = locky_app_factory(jwt_algorithm=algorithm)
+    tokens = app.context.tokens
+    issued = tokens.issue(user_uuid="u", session_uuid="s", kind="access")
+    head, payload, signature = issued.token.split(".")
+    forged = f"{head}.{payload}.{signature[:-2]}{'AA' if not signature.endswith('AA') else 'BA'}"
+    decoded = _counting_decodes(monkeypatch)
+    for token, kind, words in ((forged, "access", "The token is invalid."),
+                               (issued.token, "refresh", "The token is of the wrong type.")):
+        for _ in range(3):
+            with pytest.raises(Unauthorized) as refused:
+                tokens.verify(token, kind=kind)
+            assert refused.value.description == words
+        assert decoded.count(token) == 1, (kind, words)
+    assert tokens.verify(issued.token, kind="access").subject == "u"
+
+    now = locky_jwt.time.time()
+    # PyJWT reads the real clock: the expired token is one issued with an exp gone by.
+    monkeypatch.setattr(locky_jwt.time, "time", lambda: now - 2 * app.context.settings.access_ttl)
+    old = tokens.issue(user_uuid="u", session_uuid="s3", kind="access").token
+    monkeypatch.setattr(locky_jwt.time, "time", lambda: now)
+    for _ in range(3):
+        with pytest.raises(Unauthorized) as refused:
+            tokens.verify(old, kind="access")
+        assert refused.value.description == "The token has expired."
+    assert decoded.count(old) == 1
+
+
+def test_a_token_not_valid_yet_is_checked_again(locky_app_factory, monkeypatch):
+    """A token whose ``nbf`` is still to come (beyond the leeway) is refused, and checked
+    afresh each time: it may hold later."""
+    app = locky_app_factory(jwt_algorithm="HS256")
+    settings, now = app.context.settings, int(datetime.now(timezone.utc).timestamp())
+    early = jwt.encode({"sub": "u", "sid": "s", "iat": now, "nbf": now + 60, "exp": now + 600, "jti": "j",
+                        "iss": settings.issuer, "aud": settings.jwt_audience, "typ": "access"},
+                       settings.jwt_secret, algorithm="HS256")
+    decoded = _counting_decodes(monkeypatch)
+    for _ in range(2):
+        with pytest.raises(Unauthorized):
+            app.context.tokens.verify(early, kind="access")
+    assert decoded.count(early) == 2
+
+
 @pytest.mark.parametrize("algorithm", ["ES256", "EdDSA", "RS256"])
 def test_cached_signing_key_follows_a_rotation_within_the_recheck(locky_app_factory, monkeypatch, algorithm):
     """The active key is read from storage at most every ``ACTIVE_RECHECK`` seconds: a

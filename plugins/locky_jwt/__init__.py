@@ -36,6 +36,9 @@ REQUIRED_CLAIMS = ["sub", "sid", "iat", "nbf", "exp", "jti", "iss", "aud", "typ"
 MAX_TOKEN_LENGTH = 4096
 LEEWAY = 5  # seconds of clock skew allowed on exp/nbf/iat
 VERIFIED_CACHE_SIZE = 4096  # tokens remembered as verified, per process
+#: Tokens remembered as refused for good, per process (apart from the verified ones, so
+#: that a flood of bad tokens never pushes a good one out).
+REFUSED_CACHE_SIZE = 1024
 
 
 class JWTBackend:
@@ -52,6 +55,11 @@ class JWTBackend:
         if not self.secret:
             raise RuntimeError("the jwt token backend needs a secret")
         self._verified: dict[tuple[str, str], Claims] = {}
+        #: What was said of a token refused for a reason that cannot go away: expired, a
+        #: signature its key does not make, claims that are not ours. A client presenting
+        #: it again (a loop retrying an expired token) costs a lookup, not a signature
+        #: check (an ECDSA verification is ~5x a whole authorized read).
+        self._refused: dict[tuple[str, str], str] = {}
         #: Every key family (the configured algorithm's, RS256's, ...); ``None`` only
         #: without storage (an HMAC algorithm, tokens alone: no ID tokens, no JWKS).
         self.keyring = None
@@ -111,6 +119,9 @@ class JWTBackend:
         # A token's signature and claims never change: a token verified once is known
         # good until it expires (checked on every use). Revocation is storage's
         # business (the session check), not the token's.
+        refused = self._refused.get((token, kind))
+        if refused is not None:
+            raise Unauthorized(refused)
         cached = self._verified.get((token, kind))
         if cached is not None:
             if time.time() >= cached.expires_at + LEEWAY:  # as PyJWT: exp <= now - leeway
@@ -122,6 +133,14 @@ class JWTBackend:
             self._verified.clear()
         self._verified[(token, kind)] = claims
         return claims
+
+    def _refuse(self, token: str, kind: str, message: str) -> Unauthorized:
+        """The refusal of a token whose key was found, remembered: its signature and
+        claims never change, and an expired token stays expired."""
+        if len(self._refused) >= REFUSED_CACHE_SIZE:
+            self._refused.clear()
+        self._refused[(token, kind)] = message
+        return Unauthorized(message)
 
     def _key(self, token: str):
         """What checks the token's signature: the secret, or the public key its ``kid``
@@ -154,18 +173,20 @@ class JWTBackend:
                 leeway=LEEWAY,
             )
         except jwt.ExpiredSignatureError:
-            raise Unauthorized("The token has expired.") from None
+            raise self._refuse(token, kind, "The token has expired.") from None
+        except (jwt.ImmatureSignatureError, jwt.InvalidIssuedAtError):
+            raise Unauthorized("The token is invalid.") from None  # not yet: it may hold later
         except jwt.PyJWTError:
-            raise Unauthorized("The token is invalid.") from None
+            raise self._refuse(token, kind, "The token is invalid.") from None
         client_id, scope = claims.get("client_id"), claims.get("scope")
         if (client_id is not None and not isinstance(client_id, str)) or (scope is not None and not isinstance(scope, str)):
-            raise Unauthorized("The token is invalid.")
+            raise self._refuse(token, kind, "The token is invalid.")
         if (self.audience if client_id is None else client_id) not in _audiences(claims["aud"]):
-            raise Unauthorized("The token is invalid.")
+            raise self._refuse(token, kind, "The token is invalid.")
         if claims.get("typ") != kind:
-            raise Unauthorized("The token is of the wrong type.")
+            raise self._refuse(token, kind, "The token is of the wrong type.")
         if not all(isinstance(claims[k], str) for k in ("sub", "sid", "jti")):
-            raise Unauthorized("The token is invalid.")
+            raise self._refuse(token, kind, "The token is invalid.")
         return Claims(
             subject=claims["sub"],
             session_uuid=claims["sid"],
