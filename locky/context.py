@@ -93,14 +93,14 @@ class Context:
         # with no implementation still costs pluggy's dispatch, twice per request.
         hook = self.hook
         check, decision = hook.locky_check_access, hook.locky_decision
-        scope = None
-        if allowed and check.get_hookimpls():
-            scope = {"group_uuid": group_uuid, "own": own}
+        vetoable, observed = allowed and check.get_hookimpls(), decision.get_hookimpls()
+        if not (vetoable or observed):
+            return allowed
+        scope = {"group_uuid": group_uuid, "own": own}
+        if vetoable:
             vetoes = check(context=self, identity=identity, resource=resource, action=action, scope=scope)
             allowed = not any(v is False for v in vetoes)
-        if decision.get_hookimpls():
-            if scope is None:
-                scope = {"group_uuid": group_uuid, "own": own}
+        if observed:
             try:
                 decision(context=self, identity=identity, resource=resource, action=action, scope=scope,
                          allowed=allowed)

@@ -18,7 +18,7 @@ import textwrap
 
 import pytest
 
-from locky import Settings, create_app
+from locky import Permission, Settings, create_app, hookimpl
 from locky.plugins import describe
 from locky.testing import ADMIN_EMAIL, LockyClient, make_settings
 
@@ -187,3 +187,50 @@ def test_settings_load_reads_the_plugin_variables(memory_installed, door_install
     app = make_app(settings)
     assert storage_names(app) == ["pony"]
     assert app.context.pm.get_plugin("door") is not None
+
+
+class _Gatekeeper:
+    """Vetoes every decision on ``reports``; hears every decision."""
+
+    def __init__(self):
+        self.asked: list[tuple[str, str, dict]] = []
+        self.heard: list[tuple[str, str, dict, bool]] = []
+
+    @hookimpl
+    def locky_check_access(self, context, identity, resource, action, scope):
+        self.asked.append((resource, action, dict(scope)))
+        return False if resource == "reports" else None
+
+    @hookimpl
+    def locky_decision(self, context, identity, resource, action, scope, allowed):
+        self.heard.append((resource, action, dict(scope), allowed))
+
+
+def test_a_plugin_vetoes_what_the_policy_allows_and_hears_every_decision(locky_app_factory):
+    """``locky_check_access`` is asked only about what the authorizer allowed, and its
+    ``False`` turns the answer into a 403; ``locky_decision`` hears each final answer,
+    with the scope the veto was given (docs/hooks.md)."""
+    gatekeeper = _Gatekeeper()
+    client = LockyClient(locky_app_factory([gatekeeper]))
+    ada = client.account("ada@example.com")
+    assert client.simulate_get("/v1/internal/users/me", headers=ada.headers).status_code == 200
+    assert gatekeeper.asked[-1] == ("users", "read", {"group_uuid": None, "own": True})
+    assert gatekeeper.heard[-1] == ("users", "read", {"group_uuid": None, "own": True}, True)
+
+    role = client.app.context.storage.roles.create(name="reporter", description="",
+                                                   permissions=[Permission("reports", "read")])
+    client.app.context.storage.grants.grant(ada.uuid, role.name)
+    check = {"user_uuid": ada.uuid, "resource": "reports", "action": "read"}
+    answer = client.simulate_get("/v1/internal/authz/check", headers=ada.headers, params=check)
+    assert answer.status_code == 200 and answer.json == {"allowed": False}, answer.text
+    assert gatekeeper.asked[-1] == ("reports", "read", {"group_uuid": None, "own": False})
+    assert gatekeeper.heard[-1] == ("reports", "read", {"group_uuid": None, "own": False}, False)
+
+    asked = len(gatekeeper.asked)
+    check["resource"] = "nothing"
+    answer = client.simulate_get("/v1/internal/authz/check", headers=ada.headers, params=check)
+    assert answer.json == {"allowed": False}
+    # The caller's own permission to ask was asked about; the question, which the
+    # authorizer refused, was not: there was nothing to veto.
+    assert [resource for resource, _, _ in gatekeeper.asked[asked:]] == ["authz"]
+    assert gatekeeper.heard[-1] == ("nothing", "read", {"group_uuid": None, "own": False}, False)

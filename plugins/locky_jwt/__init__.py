@@ -118,16 +118,17 @@ class JWTBackend:
             raise Unauthorized("The token is malformed.")
         # A token's signature and claims never change: a token verified once is known
         # good until it expires (checked on every use). Revocation is storage's
-        # business (the session check), not the token's.
-        refused = self._refused.get((token, kind))
-        if refused is not None:
-            raise Unauthorized(refused)
+        # business (the session check), not the token's. A token is in at most one of
+        # the two memories: the verified one is asked first, as every good request does.
         cached = self._verified.get((token, kind))
         if cached is not None:
             if time.time() >= cached.expires_at + LEEWAY:  # as PyJWT: exp <= now - leeway
                 self._verified.pop((token, kind), None)
                 raise Unauthorized("The token has expired.")
             return cached
+        refused = self._refused.get((token, kind))
+        if refused is not None:
+            raise Unauthorized(refused)
         claims = self._verify(token, kind)
         if len(self._verified) >= VERIFIED_CACHE_SIZE:
             self._verified.clear()
