@@ -46,7 +46,9 @@ ADMIN, ADA, TESS = "admin@example.com", "ada@example.com", "tess@example.com"
 
 chromium.require()
 
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    NoSuchElementException, StaleElementReferenceException, TimeoutException,
+)
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -188,7 +190,15 @@ class Browser:
     def text(self) -> str:
         return self.driver.find_element(By.TAG_NAME, "body").text
 
-    def heading(self) -> str:
+    def heading(self, expected: str | None = None) -> str:
+        """The page's heading. With ``expected`` (the page a click leads to), once it
+        reads that, or what it reads after the wait: until the next page has come, the
+        heading read is still the last page's."""
+        if expected is not None:
+            try:
+                self.wait(lambda: self.driver.find_element(By.TAG_NAME, "h1").text == expected)
+            except TimeoutException:
+                pass  # the assertion that follows says what the page reads instead
         return self.wait(lambda: self.driver.find_element(By.TAG_NAME, "h1").text)
 
     def arrive(self, url_prefix: str) -> urllib.parse.SplitResult:
@@ -274,7 +284,7 @@ def test_sign_in_consent_and_the_redirect_to_the_client(fresh, op, rp):
     browser.shot("sign-in")
     sign_in(browser, ADA)
 
-    assert browser.heading() == "Allow Photo Album?"
+    assert browser.heading("Allow Photo Album?") == "Allow Photo Album?"
     page = browser.text()
     assert "See your email address" in page and "See your name" in page
     browser.shot("consent")
@@ -341,7 +351,7 @@ def test_logout_without_a_post_logout_uri_shows_the_signed_out_page(fresh, op, r
     browser.driver.get(f"{op.url}/oauth/logout")
     if browser.heading() != "You are signed out":
         browser.driver.find_element(By.CSS_SELECTOR, "button").click()
-    assert browser.heading() == "You are signed out"
+    assert browser.heading("You are signed out") == "You are signed out"
     browser.shot("signed-out")
     browser.driver.get(Login(op, rp, "album").url)
     assert browser.heading() == "Sign in"
@@ -367,12 +377,12 @@ def test_a_totp_user_gives_their_code_on_the_second_step(fresh, op, rp):
     login = Login(op, rp, "album")
     browser.driver.get(login.url)
     sign_in(browser, TESS)
-    assert browser.heading() == "Two-step verification"
+    assert browser.heading("Two-step verification") == "Two-step verification"
     browser.shot("code")
     # The next step's code: the current step's was spent when TOTP was confirmed.
     browser.fill("Code", op.totp.at(time.time() + 30))
     browser.press("Verify")
-    assert browser.heading() == "Allow Photo Album?", browser.text()
+    assert browser.heading("Allow Photo Album?") == "Allow Photo Album?", browser.text()
     browser.press("Allow")
     back = browser.arrive(rp.url + "/callback")
     tokens = exchange(op, login, dict(urllib.parse.parse_qsl(back.query))["code"])
