@@ -24,16 +24,21 @@ def make_app() -> falcon.App:
 app = make_app()
 
 
-def serve(make: Callable[[], Callable], host: str, port: int, workers: int, threads: int = 1) -> None:
+WORKER_CLASS = "locky.cli.worker.LockyWorker"
+
+
+def serve(make: Callable[[], Callable], host: str, port: int, workers: int, threads: int = 1,
+          worker_class: str = WORKER_CLASS) -> None:
     """Serve the WSGI app ``make()`` builds (in each worker) as ``locky serve`` serves
-    Locky: gunicorn with Locky's worker class, 5 s keep-alive, no access log."""
+    Locky: gunicorn with Locky's worker class (or ``worker_class``), 5 s keep-alive, no
+    access log."""
     from gunicorn.app.base import BaseApplication
 
     class Server(BaseApplication):
         def load_config(self):
             self.cfg.set("bind", [f"{host}:{port}"])
             self.cfg.set("workers", workers)
-            self.cfg.set("worker_class", "locky.cli.worker.LockyWorker")
+            self.cfg.set("worker_class", worker_class)
             self.cfg.set("threads", threads)
             self.cfg.set("keepalive", 5)
             self.cfg.set("accesslog", None)
@@ -48,9 +53,10 @@ def serve(make: Callable[[], Callable], host: str, port: int, workers: int, thre
 
 
 def main(argv: list[str]) -> None:
-    """``python -m benchmarks.hello HOST PORT WORKERS [THREADS]``: serve it as ``locky
-    serve`` would (one thread per worker unless THREADS says otherwise)."""
-    serve(make_app, argv[0], int(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else 1)
+    """``python -m benchmarks.hello HOST PORT WORKERS [THREADS [WORKER_CLASS]]``: serve it as
+    ``locky serve`` would (one thread per worker unless THREADS says otherwise)."""
+    serve(make_app, argv[0], int(argv[1]), int(argv[2]), int(argv[3]) if len(argv) > 3 else 1,
+          argv[4] if len(argv) > 4 else WORKER_CLASS)
 
 
 if __name__ == "__main__":

@@ -5,18 +5,19 @@ answer in JSON, and an app that starts even while the database is away.
   until their request (head and body) is complete (a new connection's first request and
   every next request on a kept-alive one), so slow and idle clients (slowloris,
   keep-alive) hold nothing. Whether a request is complete, and where it ends, is decided
-  by gunicorn's own parser run over the bytes gathered so far (:class:`DeadlineSocket`),
-  so the poller and the server never disagree about it. A body over the limit is
-  answered 413 at once, a head that does not end within ``HEAD_LIMIT`` 431, each with
-  ``Connection: close``. A connection is closed without holding a thread (the poller
-  drains what the client still sends), and a kept-alive one only while no request
-  waits on it, even when the worker was busy past its keep-alive time. With one thread
-  (``LOCKY_THREADS=1``, the default) a complete request is served right there on the
-  poller's thread, with no hand-off between threads; with more, complete requests run on
-  that many threads, which share the process's bounded database pool
-  (``LOCKY_DATABASE_POOL_SIZE``). The errors gunicorn answers itself (a bad request line
-  or header, 414, 431, a broken chunked body) are the contract's JSON bodies with the
-  usual headers instead of gunicorn's HTML.
+  by gunicorn's own parser (its Python one, :func:`python_parser`) run over the bytes
+  gathered so far (:class:`DeadlineSocket`), so the poller and the server never disagree
+  about it; the head that parse made is the one served (:class:`_GatheredParser`), so a
+  head is parsed once. A body over the limit is answered 413 at once, a head that does
+  not end within ``HEAD_LIMIT`` 431, each with ``Connection: close``. A connection is
+  closed without holding a thread (the poller drains what the client still sends), and a
+  kept-alive one only while no request waits on it, even when the worker was busy past
+  its keep-alive time. With one thread (``LOCKY_THREADS=1``, the default) a complete
+  request is served right there on the poller's thread, with no hand-off between
+  threads; with more, complete requests run on that many threads, which share the
+  process's bounded database pool (``LOCKY_DATABASE_POOL_SIZE``). The errors gunicorn
+  answers itself (a bad request line or header, 414, 431, a broken chunked body) are the
+  contract's JSON bodies with the usual headers instead of gunicorn's HTML.
 - :class:`StartingApp` is the WSGI app a worker serves until ``create_app`` succeeds:
   a worker (re)started during a database outage answers 503 JSON (health
   ``{"status": "unavailable"}``) instead of failing to boot, which would make gunicorn
@@ -33,8 +34,9 @@ import time
 import uuid
 from collections import deque
 from concurrent import futures
-from functools import partial
+from functools import lru_cache, partial
 from http import HTTPStatus
+from types import SimpleNamespace
 from typing import Callable
 
 import orjson
@@ -42,7 +44,9 @@ from gunicorn import util
 from gunicorn.config import Config
 from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.http.message import Request
+from gunicorn.http.parser import RequestParser
 from gunicorn.http.unreader import Unreader
+from gunicorn.http2 import negotiation
 from gunicorn.workers.gthread import _DEFER, ThreadWorker
 
 from locky.http.middleware import JSON_UTF8, REQUEST_ID, SECURITY_HEADERS
@@ -119,6 +123,48 @@ def _write_closing(sock, status: int, reason: str, headers: list[tuple[str, str]
     util.write_nonblock(sock, head.encode("latin-1") + body)
 
 
+def python_parser(cfg: Config) -> Config:
+    """``cfg``, set to parse with gunicorn's Python HTTP parser. gunicorn would otherwise
+    take up its C parser (``gunicorn_h1c``, ``gunicorn[fast]``) wherever it is installed,
+    which answers some malformed requests differently (an endless head, an unknown transfer
+    coding before ``chunked``) from what the contract and ``tests/hardening`` hold, and
+    gathers no faster (3 % of a bare request's CPU, docs/benchmarks.md)."""
+    cfg.set("http_parser", "python")
+    return cfg
+
+
+_gunicorn_http_date = util.http_date
+_date = (0, "")
+
+
+def _http_date(timestamp=None) -> str:
+    """gunicorn's ``util.http_date``, formatted once a second rather than for every answer
+    (the header counts whole seconds; 4 % of a bare request's CPU)."""
+    global _date
+    if timestamp is not None:
+        return _gunicorn_http_date(timestamp)
+    second = int(time.time())
+    if _date[0] != second:
+        _date = (second, _gunicorn_http_date(second))  # one tuple: a thread reads it whole
+    return _date[1]
+
+
+class _Request(Request):
+    """gunicorn's request, which asks whether its peer may send forwarding headers
+    (``forwarded_allow_ips``) once per peer address rather than for every request (an
+    address parse, 4 % of a bare request's CPU)."""
+
+    def _peer_is_trusted_proxy(self):
+        peer = self.peer_addr
+        return not isinstance(peer, tuple) or _trusted_peer(self.cfg, peer[0])
+
+
+@lru_cache(maxsize=1024)
+def _trusted_peer(cfg: Config, address: str) -> bool:
+    """gunicorn's own answer for ``address`` under ``cfg``."""
+    return Request._peer_is_trusted_proxy(SimpleNamespace(cfg=cfg, peer_addr=(address, 0)))
+
+
 class LockyWorker(ThreadWorker):
     """gunicorn's threaded worker with JSON error answers, in which a slow or idle client
     holds no thread (see the module docstring and :meth:`handle`)."""
@@ -130,6 +176,8 @@ class LockyWorker(ThreadWorker):
     def init_process(self):
         # This process serves only Locky: every error gunicorn writes itself is JSON.
         util.write_error = _write_json_error
+        util.http_date = _http_date
+        python_parser(self.cfg)
         self._ready: deque = deque()  # complete requests to serve on this thread, in order
         self._serving = False
         self._lingering: deque = deque()  # closed connections being drained, oldest first
@@ -183,6 +231,9 @@ class LockyWorker(ThreadWorker):
         of its first byte ends the connection; one too large to gather is refused."""
         if not isinstance(conn.sock, DeadlineSocket):
             conn.sock = DeadlineSocket(conn.sock, self.cfg, conn.client, self.body_limit)
+            plain = not self.cfg.is_ssl and not negotiation.prior_knowledge_allowed(self.cfg, conn.client)
+            if conn.parser is None and plain:  # else gunicorn makes its own parser (TLS, HTTP/2)
+                conn.parser = _GatheredParser(self.cfg, conn.sock, conn.client)
         unreader = getattr(conn.parser, "unreader", None)
         if unreader is not None:
             # What gunicorn's parser took past the last request starts the next one.
@@ -282,6 +333,29 @@ class LockyWorker(ThreadWorker):
             self._close(conn)
 
 
+class _GatheredParser(RequestParser):
+    """gunicorn's parser of a connection's requests, whose next request is the head
+    :meth:`DeadlineSocket.gather` parsed, when it has one, with its body read from the
+    socket after that head (gunicorn's own readers, over the same bytes); else gunicorn's
+    parse of the socket, which meets what the gathering parse met (an error, a closed
+    connection) again."""
+
+    def mesg_class(self, cfg, unreader, peer_addr, req_number):
+        head = self.unreader.sock.hand_over(unreader, req_number)
+        return head if head is not None else _Request(cfg, unreader, peer_addr, req_number)
+
+    def finish_body(self, deadline=None, max_bytes=None):
+        """gunicorn's, at no cost when the body has all been read (a request without one,
+        or one its app read whole): nothing is left to drain, so the socket's timeout is
+        not set and set back around a read that would return nothing (two system calls,
+        7 % of a bare request's CPU)."""
+        body = getattr(self.mesg, "body", None)
+        reader = getattr(body, "reader", None)
+        if isinstance(reader, LengthReader) and reader.length == 0 and not getattr(body, "failed", False):
+            return True
+        return super().finish_body(deadline, max_bytes)
+
+
 class _OutOfBytes(Exception):
     """The bytes gathered so far end before the request does (where a socket would block).
     ``wanted``: how many more the parser asked for, when it knows (a body's), else None."""
@@ -357,12 +431,14 @@ class DeadlineSocket:
 
     def __init__(self, sock, cfg: Config | None = None, peer=None, body_limit: int = BODY_LIMIT):
         self._sock = sock
-        self.cfg = cfg if cfg is not None else Config()
+        self.cfg = python_parser(cfg if cfg is not None else Config())
         self.peer = peer
         self.body_limit = body_limit
         self.deadline = float("inf")
         self.arrival_deadline: float | None = None  # READ_DEADLINE from the request's first byte
         self.request: Request | None = None  # the head of the last request gathered
+        self._whole: Request | None = None  # that head, while it is the one to serve next
+        self._whole_end = 0  # where in the buffer that head ends
         self._buffer = bytearray()  # bytes taken from the socket
         self._read = 0  # how many of them the parser has had
         self._gathered = 0  # requests gathered on this connection
@@ -379,6 +455,20 @@ class DeadlineSocket:
     def pending(self) -> bool:
         """Whether bytes taken ahead are still to be given to the parser."""
         return self._read < len(self._buffer)
+
+    @property
+    def held(self) -> int:
+        """How many bytes taken from the socket it still holds."""
+        return len(self._buffer)
+
+    def setblocking(self, flag: bool) -> None:
+        """Blocking, as gunicorn sets it for the thread that serves a request, with no
+        system call when it is so already. The non-blocking mode gunicorn sets before the
+        socket waits in the poller is not needed (:meth:`gather` and :meth:`has_input`
+        take what has come without waiting, call by call), so the socket stays as it is:
+        two system calls fewer a request."""
+        if flag and self._sock.gettimeout() is not None:
+            self._sock.setblocking(True)
 
     def has_input(self) -> bool:
         """Whether the client has sent something not yet read (looked at without waiting
@@ -402,9 +492,24 @@ class DeadlineSocket:
             self._buffer[:0] = data
             self._read = 0
 
+    def hand_over(self, unreader: Unreader, req_number: int) -> Request | None:
+        """The head of the request :meth:`gather` found complete, to be served as
+        request ``req_number``, its body read through ``unreader`` (gunicorn's, over this
+        socket) from where the head ends; None when the last gather parsed no head, or
+        it was handed over already."""
+        head, self._whole = self._whole, None
+        if head is None:
+            return None
+        del self._buffer[:self._whole_end]  # the head is served: forget its bytes
+        self._read = 0
+        head.unreader, head.req_number = unreader, req_number
+        head.set_body_reader()
+        return head
+
     def _restart(self) -> None:
         """Forget the last request: the next one starts at ``_read``."""
         self._head: Request | None = None  # gunicorn's parse of the head, once whole
+        self._head_end = 0  # where in the buffer it ends
         self._at = 0  # where the next look starts: the body, or the chunk being read
         self._total = 0  # body bytes of the chunks before ``_at``
         self._need = 0  # no look before the buffer is this long,
@@ -437,6 +542,8 @@ class DeadlineSocket:
             state = self._look()
         if state != WAITING:
             self.request = self._head
+            self._whole = self._head if state == COMPLETE else None
+            self._whole_end = self._head_end
             self._gathered += 1
             self._restart()
             self.arrival_deadline = None  # the next request on this connection starts afresh
@@ -464,8 +571,8 @@ class DeadlineSocket:
         try:
             if self._head is None:
                 source = _Gathered(self._buffer, self._read)
-                self._head = Request(self.cfg, source, self.peer, self._gathered + 1)
-                self._at = source.position
+                self._head = _Request(self.cfg, source, self.peer, self._gathered + 1)
+                self._at = self._head_end = source.position
                 if isinstance(self._head.body.reader, LengthReader):
                     length = self._head.body.reader.length
                     if length > self.body_limit:

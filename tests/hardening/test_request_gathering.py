@@ -1,16 +1,21 @@
 """How the worker's poller gathers a request before serving it (``DeadlineSocket``), on
 a real socket pair: what counts as whole (gunicorn's parser decides), what is handed on
-at once for gunicorn's parser to refuse, what is refused as too large, and pipelined
-requests one after another."""
+at once for gunicorn's parser to refuse, what is refused as too large, pipelined
+requests one after another, and the head gathered being the one gunicorn serves."""
 
 from __future__ import annotations
 
 import socket
+import time
+from email.utils import formatdate
 
 import pytest
 
+from gunicorn.http.errors import InvalidHeader
+from gunicorn.http.unreader import IterUnreader
+
 from locky.cli.worker import (BODY_LIMIT, BODY_TOO_LARGE, COMPLETE, HEAD_LIMIT, HEAD_TOO_LARGE, WAITING,
-                              DeadlineSocket)
+                              DeadlineSocket, _GatheredParser, _http_date, _Request)
 
 CHUNKED = b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 LENGTH = b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
@@ -108,3 +113,82 @@ def test_a_closed_connection_is_handed_on(pair):
     assert sock.gather() == WAITING
     client.shutdown(socket.SHUT_WR)
     assert sock.gather() == COMPLETE
+
+
+
+def test_the_head_gathered_is_the_one_served_and_each_body_is_read_after_it(pair):
+    """gunicorn's parser serves the head the poller parsed (it is not parsed twice), and
+    its own readers take each body from where that head ends, however much of the body
+    the app read: the next request starts where gunicorn's framing says."""
+    client, sock = pair
+    parser = _GatheredParser(sock.cfg, sock, None)
+    requests = [(b"GET /1?a=b HTTP/1.1\r\nHost: x\r\n\r\n", b"", None),
+                (LENGTH % 5 + b"hello", b"hello", 2),  # the app reads 2 bytes of the body
+                (CHUNKED + b"3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n", b"abcde", None),
+                (LENGTH % 4 + b"wxyz", b"wxyz", 0),  # and none of this one
+                (b"GET /5 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"", None)]
+    client.sendall(b"".join(data for data, _, _ in requests))
+    for number, (data, body, read) in enumerate(requests, start=1):
+        sock.unread(parser.unreader.take_buffered())  # as LockyWorker.handle does
+        assert sock.gather() == COMPLETE
+        gathered_head = sock.request
+        request = next(parser)
+        assert request is gathered_head and request.req_number == number
+        assert request.path == data.split(b" ")[1].split(b"?")[0].decode()
+        if read is None:
+            assert request.body.read() == body
+        else:
+            assert request.body.read(read) == body[:read]
+        assert parser.finish_body(deadline=time.monotonic() + 5) is True  # what is left of the body is drained
+    assert request.should_close() and not sock.pending and sock.held == 0
+    assert sock.gather() == WAITING
+
+
+def test_a_kept_alive_connection_holds_no_more_than_its_next_request(pair):
+    """Each head served is forgotten: a connection serving thousands of requests one
+    after another, or two at a time, holds only what has not been served."""
+    client, sock = pair
+    parser = _GatheredParser(sock.cfg, sock, None)
+    head = b"GET /v1/internal/users/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + b"t" * 500 + b"\r\n\r\n"
+    for number in range(2000):
+        if number % 2 == 0:
+            client.sendall(head * 2)  # two pipelined: the second waits in the buffer
+        sock.unread(parser.unreader.take_buffered())
+        assert sock.gather() == COMPLETE
+        assert next(parser).path == "/v1/internal/users/1"
+        assert sock.held == (len(head) if number % 2 == 0 else 0)
+
+
+def test_a_head_gunicorn_refuses_is_parsed_again_and_refused_again(pair):
+    client, sock = pair
+    parser = _GatheredParser(sock.cfg, sock, None)
+    client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n")
+    assert sock.gather() == COMPLETE and sock.request is None
+    with pytest.raises(InvalidHeader):
+        next(parser)
+
+
+def test_the_worker_parses_with_gunicorns_python_parser(pair):
+    """Its refusals are the ones tests/hardening holds; gunicorn would take up its C parser
+    wherever ``gunicorn_h1c`` is installed (CI installs it for the steps after the first)."""
+    assert pair[1].cfg.http_parser == "python"
+
+
+@pytest.mark.parametrize("peer, scheme", [(("127.0.0.1", 40000), "https"), (("192.0.2.7", 40000), "http")],
+                         ids=["allowed peer", "other peer"])
+def test_forwarding_headers_count_only_from_the_peers_gunicorn_allows(pair, peer, scheme):
+    """The worker remembers gunicorn's answer per peer address (``forwarded_allow_ips``,
+    by default the loopback addresses); the answer is gunicorn's, on every request."""
+    head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-Proto: https\r\n\r\n"
+    for _ in range(3):
+        assert _Request(pair[1].cfg, IterUnreader([head]), peer).scheme == scheme
+
+
+def test_the_date_of_an_answer_is_this_second(pair):
+    """Formatted once a second: always the current second, as gunicorn's."""
+    for _ in range(3):
+        before = int(time.time())
+        date = _http_date()
+        assert date in {formatdate(second, usegmt=True) for second in range(before, int(time.time()) + 1)}
+        time.sleep(0.6)
+    assert _http_date(784111777) == "Sun, 06 Nov 1994 08:49:37 GMT"

@@ -17,6 +17,7 @@ import sqlite3
 import statistics
 import threading
 import time
+from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import pytest
@@ -272,6 +273,8 @@ def test_pipelined_requests_are_all_answered_in_order(tmp_path, threads):
             assert [(status, headers["x-request-id"]) for status, headers, _ in answers] == [
                 (200, str(i)) for i in range(count)]
             assert {json.loads(body)["status"] for _, _, body in answers} == {"ok"}
+            dates = {parsedate_to_datetime(headers["date"]).timestamp() for _, headers, _ in answers}
+            assert all(abs(date - time.time()) < 5 for date in dates), dates
 
 
 def test_a_chunked_body_that_comes_in_parts_is_read_whole(tmp_path):
