@@ -76,9 +76,9 @@ class ScimEndpoint:
             request = ScimRequest(method="GET" if req.method == "HEAD" else req.method, base_url=self.base_url(req), path=req.path[len(PREFIX):],
                                   query=query, headers=list(req.headers.items()), body=self._body(req),
                                   subject=req.context.identity)
-            keep_status(self.context, request)
+            keeps_status = keep_status(self.context, request)
             storage = LockyScimStorage(self.context, req.context.identity, lambda: self.accounts,
-                                       conditional=request.header("If-Match") is not None)
+                                       conditional=request.header("If-Match") is not None, keeps_status=keeps_status)
             handler = ScimHandler(self.service, storage)
             with scim_errors():
                 response = handler.handle(request)

@@ -18,8 +18,8 @@
   ``displayName`` is named after its ``userName``, and one without ``active`` is
   active. A PUT without ``active`` keeps the account's status (:func:`keep_status`:
   leaving it out must neither enable a deprovisioned account nor be refused, as many
-  provisioning systems push profiles without it); a PUT without ``displayName`` is a
-  400.
+  provisioning systems push profiles without it; the status is the one the write finds,
+  not one read before); a PUT without ``displayName`` is a 400.
 - PATCH answers 200 with the resource (RFC 7644 lets it answer 204; Locky's contract
   asks for the resource).
 """
@@ -80,20 +80,25 @@ def _json_object(body: bytes) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def keep_status(context, request) -> None:
-    """A ``PUT /Users/{id}`` body without ``active`` gets the user's stored status, so
-    the replacement keeps it. Called before the handler validates the body; a body
-    that is no JSON object, or a user that does not exist, is left to the handler."""
+def keep_status(context, request) -> bool:
+    """Whether ``request`` is a ``PUT /Users/{id}`` whose body has no ``active``: that
+    body is then given the user's stored status, which the schema asks for, and the
+    write leaves the status as it finds it (``LockyScimStorage(keeps_status=True)``), so
+    an account turned off meanwhile stays off. Called before the handler validates the
+    body; a body that is no JSON object, or a user that does not exist, is left to the
+    handler."""
     parts = request.path.strip("/").split("/")
     if request.method.upper() != "PUT" or len(parts) != 2 or parts[0].lower() != "users":
-        return
+        return False
     data = _json_object(request.body)
     if data is None or any(isinstance(key, str) and key.lower() == "active" for key in data):
-        return
+        return False
     user = context.storage.users.get_by_uuid(parts[1])
-    if user is not None:
-        data["active"] = not user.disabled
-        request.body = json.dumps(data).encode()
+    if user is None:
+        return False
+    data["active"] = not user.disabled
+    request.body = json.dumps(data).encode()
+    return True
 
 
 def _user_defaults(body: bytes) -> bytes:

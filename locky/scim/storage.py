@@ -27,6 +27,7 @@ from scim2_models import NotFoundException, PreconditionFailedException, Resourc
 from scim2_server.storage import ScimStorage, SearchPage
 
 from locky.accounts.logins import Accounts
+from locky.records import User
 
 from . import filters, groups, mapping, users
 from .errors import scim_errors
@@ -37,13 +38,20 @@ class LockyScimStorage(ScimStorage):
     """Users and groups of one app; ``identity`` is the caller of the request being
     served (set per request by :mod:`locky.scim.routes`)."""
 
-    def __init__(self, context, identity, accounts: Callable[[], Accounts], conditional: bool = False):
+    def __init__(self, context, identity, accounts: Callable[[], Accounts], conditional: bool = False,
+                 keeps_status: bool = False):
         self.context = context
         self.identity = identity
         self.accounts = accounts
         self.conditional = conditional
+        #: The request leaves the account's status as it is (a PUT without ``active``,
+        #: :func:`locky.scim.service.keep_status`).
+        self.keeps_status = keeps_status
         #: What :meth:`get` answered in this request, by resource id.
         self.read: dict[str, Resource[Any]] = {}
+        #: The users :meth:`get` read in this request, by resource id: what a change of
+        #: the request is made against.
+        self.users_read: dict[str, User] = {}
 
     # -- reads --------------------------------------------------------------------
 
@@ -65,7 +73,8 @@ class LockyScimStorage(ScimStorage):
             response_parameters: ResponseParameters[Any] | None = None) -> Resource[Any]:
         with scim_errors():
             if resource_type.name == "User":
-                resource = mapping.user_resource(self.context, self._user(resource_id))
+                self.users_read[resource_id] = user = self._user(resource_id)
+                resource = mapping.user_resource(self.context, user)
             else:
                 resource = mapping.group_resource(self.context, self._group(resource_id))
         self.read[resource_id] = resource.model_copy(deep=True)
@@ -101,10 +110,15 @@ class LockyScimStorage(ScimStorage):
                 user = self._user(resource.id)
                 self._check_version(mapping.user_resource(self.context, user, with_groups=False),
                                     expected_version)
-                user = users.update(self.context, self.identity, user, name=resource.display_name,
-                                    email=resource.user_name, password=resource.password,
-                                    external_id=resource.external_id, active=resource.active)
-                return mapping.user_resource(self.context, user)
+                # The change is made against the account as this request read it: one
+                # turned off (or given another email or password) since is a 409, and
+                # never turned back on by a push that read it before.
+                read = self.users_read.get(resource.id, user)
+                updated = users.update(self.context, self.identity, read, name=resource.display_name,
+                                       email=resource.user_name, password=resource.password,
+                                       external_id=resource.external_id,
+                                       active=None if self.keeps_status else resource.active)
+                return mapping.user_resource(self.context, user if updated is read else updated)
             group = self._group(resource.id)
             current = mapping.group_resource(self.context, group)
             self._check_version(current, expected_version)

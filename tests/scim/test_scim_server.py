@@ -11,6 +11,9 @@ duplicate.
 - One member added to a group by many PATCHes at once: one membership.
 - Many different members added at once, without ``If-Match``: every one of them, each
   once (a client that did not ask for a condition gets no 412).
+- A deprovisioning (``active: false``) racing profile pushes (a PUT without ``active``,
+  a PATCH of ``displayName``): the account stays off, whatever lands first; a push that
+  read the account before it was turned off gets 409, never re-enables it.
 """
 
 from __future__ import annotations
@@ -92,3 +95,26 @@ def test_an_import_is_not_held_to_the_anonymous_sign_up_limit(scim_server, token
     anonymous = scim_server.server.request("POST", "/v1/public/users/register", {
         "name": "Visitor", "email": f"visitor-{run}@example.com", "password": "Correct horse battery 1"})
     assert anonymous[0] == 201, anonymous  # the SCIM creations did not use up the address's allowance
+
+
+ROUNDS = 25
+
+
+def test_a_deprovisioning_racing_profile_pushes_is_never_undone(scim_server, token):
+    for round_ in range(ROUNDS):
+        address = f"deprov-{round_}-{uuid.uuid4().hex[:8]}@example.com"
+        status, user = scim_server.call(token, "POST", "/Users", {"schemas": [USER], "userName": address,
+                                                                  "displayName": "Before"})
+        assert status == 201, user
+        path = f"/Users/{user['id']}"
+        off = {"schemas": [PATCH_OP], "Operations": [{"op": "replace", "path": "active", "value": False}]}
+        put = {"schemas": [USER], "userName": address, "displayName": "Pushed"}  # no "active"
+        rename = {"schemas": [PATCH_OP], "Operations": [{"op": "replace", "path": "displayName", "value": "Renamed"}]}
+        calls = [lambda: scim_server.call(token, "PATCH", path, off)]
+        calls += [lambda: scim_server.call(token, "PUT", path, put)] * 3
+        calls += [lambda: scim_server.call(token, "PATCH", path, rename)] * 3
+        answers = at_once(calls)
+        assert answers[0][0] == 200 and answers[0][1]["active"] is False, answers[0]
+        assert all(status in (200, 409) for status, _ in answers), answers
+        status, read = scim_server.call(token, "GET", path)
+        assert status == 200 and read["active"] is False, (round_, answers, read)
