@@ -60,10 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         candidates = {"this tree": "locky.cli.worker.LockyWorker"}
         if args.against:
             candidates[args.against] = worker_at(args.against, folder)
-        servers = {name: serve(worker, folder, folder / f"{index}.log")
-                   for index, (name, worker) in enumerate(candidates.items())}
+        servers: dict[str, tuple[subprocess.Popen, str]] = {}
         results: dict[str, list[load.Result]] = {name: [] for name in candidates}
         try:
+            for index, (name, worker) in enumerate(candidates.items()):
+                servers[name] = serve(worker, folder, folder / f"{index}.log")
             for name, (_, url) in servers.items():  # warm up
                 load.run(name, url + "/hello", load.plain_script("/hello"), connections=8, threads=1, seconds=1)
             for _ in range(args.rounds):
