@@ -196,6 +196,7 @@ def test_reads_in_a_batch_see_the_batch_writes(storage):
         [owner] = storage.members.list(group_uuid=group.uuid).items
         assert (owner.user_uuid, owner.role) == (ada.uuid, "owner")
         assert storage.members.role_of(ada.uuid, group.uuid) == "owner"
+        assert storage.grants.grant(ada.uuid, "auditor") and storage.grants.roles_of(ada.uuid) == {"auditor"}
         session = storage.sessions.create(uuid="11111111-1111-4111-8111-111111111111", user_uuid=ada.uuid,
                                           refresh_jti="a")
         found = storage.sessions.authenticate(session.uuid)
@@ -207,6 +208,7 @@ def test_reads_in_a_batch_see_the_batch_writes(storage):
         assert storage.members.list(group_uuid=group.uuid).items == []
         assert storage.sessions.revoke(session.uuid)
         assert storage.sessions.authenticate(session.uuid) is None
+        assert storage.grants.revoke(ada.uuid, "auditor") and storage.grants.roles_of(ada.uuid) == frozenset()
     assert storage.users.get(ada.id) == ada  # and committed with the batch
     assert storage.groups.count() == 0
 

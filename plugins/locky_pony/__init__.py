@@ -67,7 +67,7 @@ class PonyStorage:
         self.roles = RoleStore(e, self.reader)
         self.sessions = SessionStore(e, self.reader)
         self.throttle = LoginThrottle(e)
-        self.grants = GrantStore(e)
+        self.grants = GrantStore(e, self.reader)
         self.codes = CodeStore(e, self.reader)
         self.outbox = Outbox(e)
         self.totp = TotpStore(e, self.reader)

@@ -17,7 +17,7 @@ from .compat import dialect_of
 from .guard import transaction
 from .inserts import insert
 from .reader import Reader
-from .reads import AuthenticationRead, record_builder
+from .reads import AuthenticationRead, column, record_builder, selected
 from .stores import move_policy_revision
 
 
@@ -221,8 +221,16 @@ def lock_remaining(attempts: int, last_attempt: float, now: float, *, limit: int
 
 
 class GrantStore:
-    def __init__(self, entities):
+    def __init__(self, entities, reader: Reader):
         self.e = entities
+        self.reader = reader
+        entity, provider = entities.Grant, reader.db.provider
+        # The roles of a user: one plain SELECT through the read layer (no ORM session,
+        # no entity objects), as an authorizer asks it of every user new to its policy
+        # snapshot.
+        self._roles_of = reader.many_rows(
+            selected(reader, entity, "role", column(provider, entity, "role")),
+            f"SELECT {{}} FROM {provider.quote_name(entity._table_)} WHERE {column(provider, entity, 'user_uuid')} = {{}}")
 
     @transaction(retry_conflicts=True)  # a concurrent grant: the retry sees it
     def grant(self, user_uuid: str, role: str) -> bool:
@@ -241,9 +249,10 @@ class GrantStore:
         move_policy_revision(self.e)
         return True
 
-    @transaction
     def roles_of(self, user_uuid: str) -> frozenset[str]:
-        return frozenset(g.role for g in self.e.Grant.select(lambda g: g.user_uuid == user_uuid))
+        if not isinstance(user_uuid, str):
+            return frozenset()
+        return frozenset(row[0] for row in self.reader.select(self._roles_of, (user_uuid,)))
 
     @transaction
     def holders(self, role: str) -> list[str]:
