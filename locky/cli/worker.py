@@ -117,10 +117,10 @@ def _write_json_error(sock, status_int: int, reason: str, mesg: str) -> None:
 
 def _write_closing(sock, status: int, reason: str, headers: list[tuple[str, str]], body: bytes) -> None:
     """An answer after which the connection closes, written without waiting for a client
-    that does not read."""
+    that does not read (on the socket itself: a :class:`DeadlineSocket` stays blocking)."""
     head = f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
     head += "".join(f"{name}: {value}\r\n" for name, value in headers) + "\r\n"
-    util.write_nonblock(sock, head.encode("latin-1") + body)
+    util.write_nonblock(sock.raw if isinstance(sock, DeadlineSocket) else sock, head.encode("latin-1") + body)
 
 
 def python_parser(cfg: Config) -> Config:
@@ -466,7 +466,8 @@ class DeadlineSocket:
         system call when it is so already. The non-blocking mode gunicorn sets before the
         socket waits in the poller is not needed (:meth:`gather` and :meth:`has_input`
         take what has come without waiting, call by call), so the socket stays as it is:
-        two system calls fewer a request."""
+        two system calls fewer a request. What must not wait sets :attr:`raw` itself
+        (:func:`_write_closing`)."""
         if flag and self._sock.gettimeout() is not None:
             self._sock.setblocking(True)
 

@@ -6,6 +6,7 @@ requests one after another, and the head gathered being the one gunicorn serves.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from email.utils import formatdate
 
@@ -15,7 +16,7 @@ from gunicorn.http.errors import InvalidHeader
 from gunicorn.http.unreader import IterUnreader
 
 from locky.cli.worker import (BODY_LIMIT, BODY_TOO_LARGE, COMPLETE, HEAD_LIMIT, HEAD_TOO_LARGE, WAITING,
-                              DeadlineSocket, _GatheredParser, _http_date, _Request)
+                              DeadlineSocket, _GatheredParser, _http_date, _Request, _write_closing)
 
 CHUNKED = b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 LENGTH = b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
@@ -192,3 +193,34 @@ def test_the_date_of_an_answer_is_this_second(pair):
         assert date in {formatdate(second, usegmt=True) for second in range(before, int(time.time()) + 1)}
         time.sleep(0.6)
     assert _http_date(784111777) == "Sun, 06 Nov 1994 08:49:37 GMT"
+
+
+def test_an_error_answer_never_waits_for_a_client_that_does_not_read(pair):
+    """gunicorn sets the socket blocking to serve a request; an answer after which the
+    connection closes (413, 431, gunicorn's own 400s) is still written without waiting:
+    a client that reads nothing, its buffers full, cannot hold the worker's thread."""
+    client, sock = pair
+    raw = sock.raw
+    raw.setblocking(False)
+    try:
+        while True:
+            raw.send(b"x" * 65536)  # fill what the client does not read
+    except BlockingIOError:
+        pass
+    sock.setblocking(True)  # as gunicorn does before it serves
+    outcome = []
+
+    def answer():
+        try:
+            _write_closing(sock, 431, "Request Header Fields Too Large", [("Content-Length", "2")], b"{}")
+            outcome.append("written")
+        except OSError as exc:
+            outcome.append(type(exc).__name__)
+
+    writer = threading.Thread(target=answer, daemon=True)
+    writer.start()
+    writer.join(2)
+    alive = writer.is_alive()
+    if alive:
+        client.close()  # let the blocked write end
+    assert not alive and outcome == ["BlockingIOError"], outcome
