@@ -216,20 +216,25 @@ def _wait(url: str, process: subprocess.Popen, timeout: float = 30.0, interval: 
         time.sleep(interval)
 
 
-def _serve_module(workdir: Path, module: str, ready: str, *, before: tuple = (), after: tuple = ()):
+def _serve_module(workdir: Path, module: str, ready: str, *, before: tuple = (), after: tuple = (),
+                  workers: int = WORKERS, env: dict[str, str] | None = None):
     """``python -m MODULE [BEFORE...] 127.0.0.1 PORT WORKERS [AFTER...]`` (a bare Falcon
-    app of ``benchmarks``), once ``ready`` answers."""
+    app of ``benchmarks``) with ``env`` as its environment (default this process's), once
+    ``ready`` answers."""
     port = free_port()
     log = (workdir / f"{module.rsplit('.', 1)[-1]}-{port}.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", module, *before, "127.0.0.1", str(port), str(WORKERS), *after],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        [sys.executable, "-m", module, *before, "127.0.0.1", str(port), str(workers), *after],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     _wait(f"http://127.0.0.1:{port}{ready}", process)
     return process, f"http://127.0.0.1:{port}"
 
 
-def serve_hello(workdir: Path, threads: int = 1):
-    return _serve_module(workdir, "benchmarks.hello", "/hello", after=(str(threads),))
+def serve_hello(workdir: Path, threads: int = 1, *, workers: int = WORKERS, worker_class: str | None = None,
+                env: dict[str, str] | None = None):
+    """``benchmarks.hello`` on Locky's worker (or ``worker_class``)."""
+    after = (str(threads),) + ((worker_class,) if worker_class else ())
+    return _serve_module(workdir, "benchmarks.hello", "/hello", after=after, workers=workers, env=env)
 
 
 def serve_floor(workdir: Path, database_url: str):

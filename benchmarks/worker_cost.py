@@ -17,14 +17,13 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from tests.support.server import free_port, stop
+from tests.support.server import stop
 
 from . import load
-from .run import ROOT, _wait
+from .run import ROOT, serve_hello
 
 WORKER_MODULE = "locky/cli/worker.py"
 
@@ -37,15 +36,10 @@ def worker_at(revision: str, folder: Path) -> str:
     return "worker_at_revision.LockyWorker"
 
 
-def serve(worker_class: str, folder: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    """``benchmarks.hello`` on one worker of ``worker_class``, once it answers."""
-    port = free_port()
+def serve(worker_class: str, folder: Path) -> tuple[subprocess.Popen, str]:
+    """``benchmarks.hello`` on one worker of ``worker_class`` (importable from ``folder``)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.hello", "127.0.0.1", str(port), "1", "1", worker_class],
-        cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
-    _wait(f"http://127.0.0.1:{port}/hello", process)
-    return process, f"http://127.0.0.1:{port}"
+    return serve_hello(folder, 1, workers=1, worker_class=worker_class, env=env)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         servers: dict[str, tuple[subprocess.Popen, str]] = {}
         results: dict[str, list[load.Result]] = {name: [] for name in candidates}
         try:
-            for index, (name, worker) in enumerate(candidates.items()):
-                servers[name] = serve(worker, folder, folder / f"{index}.log")
+            for name, worker in candidates.items():
+                servers[name] = serve(worker, folder)
             for name, (_, url) in servers.items():  # warm up
                 load.run(name, url + "/hello", load.plain_script("/hello"), connections=8, threads=1, seconds=1)
             for _ in range(args.rounds):

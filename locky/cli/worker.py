@@ -431,7 +431,7 @@ class DeadlineSocket:
 
     def __init__(self, sock, cfg: Config | None = None, peer=None, body_limit: int = BODY_LIMIT):
         self._sock = sock
-        self.cfg = python_parser(cfg if cfg is not None else Config())
+        self.cfg = cfg if cfg is not None else python_parser(Config())  # LockyWorker pins its own once
         self.peer = peer
         self.body_limit = body_limit
         self.deadline = float("inf")

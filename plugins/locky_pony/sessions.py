@@ -13,7 +13,7 @@ from typing import Iterable
 
 from locky import Authenticated, Session, User, utcnow
 
-from .compat import dialect_of
+from .compat import dialect_of, table
 from .guard import transaction
 from .inserts import insert
 from .reader import Reader
@@ -230,7 +230,7 @@ class GrantStore:
         # snapshot.
         self._roles_of = reader.many_rows(
             selected(reader, entity, "role", column(provider, entity, "role")),
-            f"SELECT {{}} FROM {provider.quote_name(entity._table_)} WHERE {column(provider, entity, 'user_uuid')} = {{}}")
+            f"SELECT {{}} FROM {provider.quote_name(table(entity))} WHERE {column(provider, entity, 'user_uuid')} = {{}}")
 
     @transaction(retry_conflicts=True)  # a concurrent grant: the retry sees it
     def grant(self, user_uuid: str, role: str) -> bool:
