@@ -33,7 +33,6 @@ import threading
 import time
 import uuid
 from collections import deque
-from concurrent import futures
 from functools import lru_cache, partial
 from http import HTTPStatus
 from types import SimpleNamespace
@@ -44,6 +43,7 @@ from gunicorn import util
 from gunicorn.config import Config
 from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.http.message import Request
+from gunicorn.http import wsgi
 from gunicorn.http.parser import RequestParser
 from gunicorn.http.unreader import Unreader
 from gunicorn.http2 import negotiation
@@ -149,6 +149,85 @@ def _http_date(timestamp=None) -> str:
     return _date[1]
 
 
+_gunicorn_create = wsgi.create
+
+
+def _create(req, sock, client, server, cfg, response_class=None, response_args=()):
+    """gunicorn's ``wsgi.create``, whose HTTP/1 answers are :class:`_OneWriteResponse`."""
+    return _gunicorn_create(req, sock, client, server, cfg, response_class or _OneWriteResponse, response_args)
+
+
+class _HeadBuffer:
+    """Where :class:`_OneWriteResponse` has gunicorn write an answer's head."""
+
+    def __init__(self) -> None:
+        self.data = b""
+
+    def sendall(self, data: bytes) -> None:
+        self.data += data
+
+
+class _OneWriteResponse(wsgi.Response):
+    """gunicorn's response, which writes the head of an answer together with the first
+    bytes of its body: one ``send`` and one TCP segment for a small answer instead of two
+    (a system call, 5 % of a bare request's CPU, and a second wake-up of the client).
+    The head is gunicorn's own; it is held only until the body's first bytes, the end of
+    the answer, or a file sent as the body, and never for a chunked body."""
+
+    _head = b""
+    _hold = True
+
+    def send_headers(self):
+        if self.headers_sent or self.chunked or not self._hold:
+            return super().send_headers()
+        sock, self.sock = self.sock, _HeadBuffer()
+        try:
+            super().send_headers()
+            self._head = self.sock.data
+        finally:
+            self.sock = sock
+
+    def _emit_body(self, data):
+        if self._head:
+            data, self._head = self._head + data, b""
+        super()._emit_body(data)
+
+    def _flush_head(self) -> None:
+        if self._head:
+            head, self._head = self._head, b""
+            util.write(self.sock, head)
+
+    def sendfile(self, respiter):
+        self._hold = False
+        self._flush_head()
+        return super().sendfile(respiter)
+
+    def close(self):
+        super().close()
+        self._flush_head()
+
+
+class _Served:
+    """What :meth:`LockyWorker.finish_request` asks of a request served on the poller's
+    thread (as of the ``Future`` a request thread would give): its result or exception."""
+
+    __slots__ = ("_result", "_exception")
+
+    def __init__(self, result=None, exception: BaseException | None = None):
+        self._result, self._exception = result, exception
+
+    def cancelled(self) -> bool:
+        return False
+
+    def exception(self):
+        return self._exception
+
+    def result(self):
+        if self._exception is not None:
+            raise self._exception
+        return self._result
+
+
 class _Request(Request):
     """gunicorn's request, which asks whether its peer may send forwarding headers
     (``forwarded_allow_ips``) once per peer address rather than for every request (an
@@ -177,6 +256,7 @@ class LockyWorker(ThreadWorker):
         # This process serves only Locky: every error gunicorn writes itself is JSON.
         util.write_error = _write_json_error
         util.http_date = _http_date
+        wsgi.create = _create
         python_parser(self.cfg)
         self._ready: deque = deque()  # complete requests to serve on this thread, in order
         self._serving = False
@@ -197,11 +277,10 @@ class LockyWorker(ThreadWorker):
         try:
             while self._ready:
                 conn = self._ready.popleft()
-                done: futures.Future = futures.Future()
                 try:
-                    done.set_result(self.handle(conn))
+                    done = _Served(self.handle(conn))
                 except Exception as exc:  # finish_request closes the connection
-                    done.set_exception(exc)
+                    done = _Served(exception=exc)
                 self.finish_request(conn, done)
         finally:
             self._serving = False

@@ -14,9 +14,12 @@ import pytest
 
 from gunicorn.http.errors import InvalidHeader
 from gunicorn.http.unreader import IterUnreader
+from gunicorn import util
+from gunicorn.http.wsgi import FileWrapper, Response
 
 from locky.cli.worker import (BODY_LIMIT, BODY_TOO_LARGE, COMPLETE, HEAD_LIMIT, HEAD_TOO_LARGE, WAITING,
-                              DeadlineSocket, _GatheredParser, _http_date, _Request, _write_closing)
+                              DeadlineSocket, _GatheredParser, _http_date, _OneWriteResponse, _Request,
+                              _write_closing)
 
 CHUNKED = b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 LENGTH = b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
@@ -224,3 +227,50 @@ def test_an_error_answer_never_waits_for_a_client_that_does_not_read(pair):
     if alive:
         client.close()  # let the blocked write end
     assert not alive and outcome == ["BlockingIOError"], outcome
+
+
+class _Sends:
+    """A socket that records each ``sendall`` (and ``sendfile``) as one write."""
+
+    def __init__(self):
+        self.writes: list[bytes] = []
+
+    def sendall(self, data):
+        self.writes.append(bytes(data))
+
+    def sendfile(self, file, offset=0, count=None):
+        file.seek(offset)
+        self.writes.append(file.read(count))
+
+
+@pytest.mark.parametrize("method, headers, body, writes", [
+    ("GET", [("Content-Length", "11")], [b"hello", b" world"], 2),  # head with the first bytes, then the rest
+    ("GET", [], [b"hello", b" world"], 4),  # chunked: the head, two chunks, the last chunk
+    ("HEAD", [("Content-Length", "5")], [b"hello"], 1),  # no body: the head alone, at the end
+    ("GET", [("Content-Length", "0")], [], 1),
+    ("GET", [("Content-Length", "5")], "file", 2),  # a file (sendfile): the head first
+], ids=["two writes", "chunked", "HEAD", "empty", "file"])
+def test_an_answer_is_written_as_gunicorn_writes_it_with_its_head_joined_to_the_body(
+        pair, tmp_path, monkeypatch, method, headers, body, writes):
+    """The worker's response writes the bytes gunicorn's own does, in fewer writes: the
+    head goes with the body's first bytes when the body has a length, else on its own."""
+    monkeypatch.setattr(util, "http_date", lambda timestamp=None: "Sun, 06 Nov 1994 08:49:37 GMT")
+    head = f"{method} / HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    written = {}
+    for kind in (Response, _OneWriteResponse):
+        request = _Request(pair[1].cfg, IterUnreader([head]), ("127.0.0.1", 1))
+        sock = _Sends()
+        response = kind(request, sock, pair[1].cfg)
+        response.start_response("200 OK", list(headers))
+        if body == "file":
+            (tmp_path / "f").write_bytes(b"hello")
+            with (tmp_path / "f").open("rb") as file:
+                response.write_file(FileWrapper(file))
+        else:
+            for piece in body:
+                response.write(piece)
+        response.close()
+        written[kind] = sock.writes
+    assert b"".join(written[_OneWriteResponse]) == b"".join(written[Response])
+    assert len(written[_OneWriteResponse]) == writes
+    assert written[_OneWriteResponse][0].startswith(b"HTTP/1.1 200 OK\r\n")

@@ -18,6 +18,7 @@ import statistics
 import threading
 import time
 from email.utils import parsedate_to_datetime
+from http import HTTPStatus
 from urllib.parse import urlsplit
 
 import pytest
@@ -275,6 +276,28 @@ def test_pipelined_requests_are_all_answered_in_order(tmp_path, threads):
             assert {json.loads(body)["status"] for _, _, body in answers} == {"ok"}
             dates = {parsedate_to_datetime(headers["date"]).timestamp() for _, headers, _ in answers}
             assert all(abs(date - time.time()) < 5 for date in dates), dates
+
+
+def test_a_small_answer_comes_in_one_write(tmp_path):
+    """An answer's head and body leave the server in one write, so a client waiting on
+    the connection reads the whole answer at its first read: a kept-alive read, a body
+    the app answered with an error, and the head of a HEAD request (which has no body)."""
+    cases = [(HEALTH, 200, True), (b"GET /v1/nowhere HTTP/1.1\r\nHost: x\r\n\r\n", 404, True),
+             (b"HEAD /v1/public/health HTTP/1.1\r\nHost: x\r\n\r\n", 200, False)]
+    with locky_server(tmp_path, env=env(f"sqlite:///{tmp_path / 'locky.sqlite'}"), workers=1) as server:
+        with socket.create_connection(("127.0.0.1", urlsplit(server.url).port), timeout=3) as sock:
+            for _ in range(100):
+                for request, status, has_body in cases:
+                    sock.sendall(request)
+                    first = sock.recv(65536)
+                    head, _, body = first.partition(b"\r\n\r\n")
+                    lines = head.decode("latin-1").split("\r\n")
+                    assert lines[0] == f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", first
+                    length = int({k.lower(): v for k, v in (line.split(": ", 1) for line in lines[1:])}[
+                        "content-length"])
+                    assert length > 0 and body == (b"" if not has_body else body), first
+                    if has_body:
+                        assert len(body) == length and json.loads(body), first
 
 
 def test_a_chunked_body_that_comes_in_parts_is_read_whole(tmp_path):
