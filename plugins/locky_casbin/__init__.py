@@ -34,7 +34,11 @@ from locky.storage import REVISION, Watcher, every
 
 from . import matcher, policy_files
 
-CACHE_SIZE = 4096
+#: Decisions kept per policy snapshot, least recently asked dropped first. Questions
+#: asked in turn that outnumber the cache never find it warm (each is dropped before it
+#: comes again), so it holds the questions a service of a hundred roles asks over and
+#: over (docs/benchmarks.md's decision API: 6,000): about 350 bytes each, 6 MB when full.
+CACHE_SIZE = 16384
 #: The action that stands for "assign any custom role" (``members``, ``assign:<role>``).
 ASSIGN_CUSTOM = "assign:custom"
 #: Roles held globally and never through a membership (the API refuses them as
