@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import threading
 import urllib.parse
 import urllib.request
@@ -41,6 +42,8 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 PASSWORD = "passkey-browser-password-1"
 ADA = "ada@example.com"
+CLEO = "cleo@example.com"
+POLICIES = Path(__file__).resolve().parents[1] / "policies"
 
 chromium.require()
 
@@ -397,4 +400,64 @@ def test_a_removed_passkey_signs_in_nowhere(browser, op, rp):
     assert "passkey" in alert.lower(), alert
     assert browser.driver.find_element(By.TAG_NAME, "h1").text == "Sign in"
     assert not browser.driver.current_url.startswith(rp.url)
+    assert browser.csp_reports() == []
+
+
+# -- My account: a user whose policy gives no Users screen manages their own passkeys -----------
+
+
+@pytest.fixture(scope="module")
+def self_only(tmp_path_factory):
+    """A server whose policy lets a user read their own account only (``self``), not
+    every account (``*``): its console shows them no Users screen."""
+    workdir = tmp_path_factory.mktemp("passkeys-self-only")
+    policies = workdir / "policies"
+    shutil.copytree(POLICIES, policies)
+    lines = (policies / "policy.csv").read_text().splitlines()
+    assert "p, user, *, users, read" in lines
+    (policies / "policy.csv").write_text("\n".join(
+        "p, user, self, users, read" if line == "p, user, *, users, read" else line for line in lines) + "\n")
+    port = free_port()
+    env = {"LOCKY_DATABASE_URL": f"sqlite:///{workdir / 'locky.sqlite'}", "LOCKY_BCRYPT_ROUNDS": "4",
+           "LOCKY_PUBLIC_URL": f"http://localhost:{port}", "LOCKY_POLICY_DIR": str(policies)}
+    with pytest.MonkeyPatch.context() as mp:
+        for key in [k for k in os.environ if k.startswith("LOCKY_") and k != "LOCKY_SCREENSHOTS"]:
+            mp.delenv(key)
+        with locky_server(workdir, env=env, workers=1, port=port) as server:
+            server.public = f"http://localhost:{port}"
+            server.cleo = server.sign_up(CLEO, PASSWORD, verify=True)
+            yield server
+
+
+def test_my_account_manages_the_users_own_passkeys_without_the_users_screen(browser, self_only):
+    status, _, listed = self_only.request("GET", "/v1/internal/users", headers=self_only.cleo)
+    assert status == 403, listed  # the policy gives no one's list but their own account
+    browser.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+    browser.driver.get(f"{self_only.public}/console")
+    browser.fill("Email", CLEO)
+    browser.fill("Password", PASSWORD)
+    browser.find("#signin button[type=submit]").click()
+    browser.wait(lambda: browser.driver.find_element(By.ID, "who").text == CLEO)
+    links = [a.text for a in browser.driver.find_elements(By.CSS_SELECTOR, "nav a")]
+    assert "Users" not in links and "My account" not in links, links  # My account is in the header
+
+    browser.find("#account").click()
+    browser.wait(lambda: browser.driver.execute_script("return location.hash") == "#/account")
+    browser.wait(lambda: [h.text for h in browser.driver.find_elements(By.CSS_SELECTOR, "#screen h2")] == [
+        "Profile", "Passkeys", "Applications you allowed"])
+    assert CLEO in browser.find("#screen dl.facts").text
+    assert browser.find("#account").get_attribute("aria-current") == "page"
+    assert passkey_rows(browser) == []
+    browser.fill("Passkey name", "Cleo's phone")
+    browser.press("Add a passkey")
+    browser.wait_text("Cleo's phone is added")
+    wait_rows(browser, lambda rows: [row[0] for row in rows] == ["Cleo's phone"])
+    status, _, mine = self_only.request("GET", "/v1/internal/users/me/passkeys", headers=self_only.cleo)
+    assert status == 200 and [p["name"] for p in mine["passkeys"]] == ["Cleo's phone"], mine
+    browser.shot("my-account")
+
+    # An address of a screen the policy does not give lands on an open one, saying why.
+    browser.driver.get(f"{self_only.public}/console#/users/1")
+    browser.wait_text("Your account may not open the users")
+    assert browser.driver.execute_script("return location.hash") != "#/users/1"
     assert browser.csp_reports() == []

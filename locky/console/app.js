@@ -4,6 +4,7 @@
 import { api, ApiError, ask, tokens, whenSignedOut } from "./api.js";
 import { button, field, h } from "./dom.js";
 import { accessScreen } from "./access.js";
+import { accountScreen } from "./account.js";
 import { auditScreen } from "./audit.js";
 import { clientsScreen } from "./clients.js";
 import { groupScreen, groupsScreen } from "./groups.js";
@@ -25,6 +26,7 @@ const QUESTIONS = [
 ];
 
 // Navigation: a screen shows only when the policy lets the user read what it lists.
+// My account needs nothing (``needs: null``) and is reached from the header, not the list.
 const SCREENS = [
   { path: "users", title: "Users", needs: "users:read", render: usersScreen },
   { path: "groups", title: "Groups", needs: "groups:read", render: groupsScreen },
@@ -34,6 +36,7 @@ const SCREENS = [
   { path: "webhooks", title: "Webhooks", needs: "webhooks:read", render: webhooksScreen },
   { path: "keys", title: "Signing keys", needs: "keys:read", render: keysScreen },
   { path: "clients", title: "OAuth clients", needs: "oauth_clients:read", render: clientsScreen },
+  { path: "account", title: "My account", needs: null, render: accountScreen, listed: false },
 ];
 const DETAILS = {
   users: { needs: "users:read", render: userScreen },
@@ -71,7 +74,7 @@ document.addEventListener("click", startOfAction, true);
 // Passed to every screen: who is signed in, what they may do, and how to say things.
 const context = {
   session,
-  can: (what) => Boolean(session.can[what]),
+  can: (what) => what === null || Boolean(session.can[what]),
   notice,
   fail: (error) => notice(readable(error), "error"),
   // A screen that moves on after a change keeps its notice ("… is created") in view.
@@ -216,7 +219,7 @@ function unreachable(message) {
 }
 
 function shell() {
-  const links = SCREENS.filter((screen) => context.can(screen.needs)).map((screen) =>
+  const links = SCREENS.filter((screen) => screen.listed !== false && context.can(screen.needs)).map((screen) =>
     h("li", {}, h("a", { href: `#/${screen.path}`, id: `nav-${screen.path}`, text: screen.title })));
   root.replaceChildren(
     h("a", { href: "#main", class: "skip", text: "Skip to content", onclick: (event) => {
@@ -225,6 +228,7 @@ function shell() {
     h("header", { class: "top" },
       h("span", { class: "brand", text: "Locky console" }),
       h("span", { class: "who" }, h("span", { id: "who", text: session.me.email }),
+        h("a", { href: "#/account", id: "account", text: "My account" }),
         button("Sign out", signOut, { id: "signout" }))),
     h("div", { class: "layout" },
       h("nav", { "aria-label": "Screens" }, h("ul", {}, links)),
@@ -245,21 +249,20 @@ async function route() {
   let render = screen && screen.render;
   if (id && DETAILS[path]) render = /^\d+$/.test(id) ? ((ctx) => DETAILS[path].render(ctx, Number(id))) : null;
   if (!screen || !context.can(screen.needs) || !render) {
-    if (visible.length) {
-      // Say why this is not the screen asked for (a typed or bookmarked address).
-      const asked = screen ? screen.title.toLowerCase() : null;
-      const why = !path ? "" : screen && !context.can(screen.needs)
-        ? `Your account may not open the ${asked}: the policy does not give it that screen. Here are the ${visible[0].title.toLowerCase()} instead.`
-        : `The console has no screen at #/${location.hash.replace(/^#\/?/, "")}. Here are the ${visible[0].title.toLowerCase()} instead.`;
-      notice(why, "info");
-      keepNotice = Boolean(why);
-      location.replace(`#/${visible[0].path}`);
-      return;
-    }
-    screen = { title: "Nothing to show" };
-    render = () => h("p", { text: "The policy gives your account no screen of this console." });
+    // Say why this is not the screen asked for (a typed or bookmarked address). Some
+    // screen is always open: My account.
+    const asked = screen ? screen.title.toLowerCase() : null;
+    const instead = visible[0].path === "account" ? "Here is your account instead."
+      : `Here are the ${visible[0].title.toLowerCase()} instead.`;
+    const why = !path ? "" : screen && !context.can(screen.needs)
+      ? `Your account may not open the ${asked}: the policy does not give it that screen. ${instead}`
+      : `The console has no screen at #/${location.hash.replace(/^#\/?/, "")}. ${instead}`;
+    notice(why, "info");
+    keepNotice = Boolean(why);
+    location.replace(`#/${visible[0].path}`);
+    return;
   }
-  for (const link of document.querySelectorAll("nav a")) {
+  for (const link of document.querySelectorAll("nav a, header a")) {
     if (link.getAttribute("href") === `#/${path}`) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
