@@ -2872,6 +2872,12 @@ class StorageContract:
         assert once.sign_count == 0 and utc(once.last_used_at) == utc(first)
         again = storage.passkeys.use(made.id, sign_count=0, now=first + timedelta(seconds=5))
         assert again.sign_count == 0 and utc(again.last_used_at) == utc(first + timedelta(seconds=5))
+        # Used again at the same moment (two sign-ins in one clock tick): nothing in the
+        # row changes, and the use is still good (a storage that counts changed rows
+        # rather than matched ones would refuse it).
+        same = storage.passkeys.use(made.id, sign_count=0, now=first + timedelta(seconds=5))
+        assert same is not None and same.sign_count == 0
+        assert utc(same.last_used_at) == utc(first + timedelta(seconds=5))
         # An authenticator that starts counting counts on from there, never back to 0.
         counted = storage.passkeys.use(made.id, sign_count=1, now=utcnow())
         assert counted.sign_count == 1

@@ -6,7 +6,10 @@ enforces, so two registrations of one credential, whichever users and processes 
 them, keep one. A sign-in's counter check is one conditional UPDATE: the database
 decides, row by row, whether the counter moves on, so of concurrent sign-ins reporting
 one count exactly one finds its row changed (PostgreSQL and MariaDB re-check the WHERE
-against the row the waiting UPDATE locked; SQLite runs writes one at a time).
+against the row the waiting UPDATE locked; SQLite runs writes one at a time). A use that
+changes nothing in the row (a counter at 0, at the very moment of the last use) still
+counts its row: on MySQL and MariaDB Pony connects with ``CLIENT_FOUND_ROWS``, so the row
+count is of rows matched, not changed.
 """
 
 from __future__ import annotations
