@@ -41,9 +41,9 @@ from typing import Callable
 import orjson
 from gunicorn import util
 from gunicorn.config import Config
+from gunicorn.http import wsgi
 from gunicorn.http.body import ChunkedReader, LengthReader
 from gunicorn.http.message import Request
-from gunicorn.http import wsgi
 from gunicorn.http.parser import RequestParser
 from gunicorn.http.unreader import Unreader
 from gunicorn.http2 import negotiation

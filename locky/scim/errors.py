@@ -4,8 +4,10 @@
 - :class:`~locky.errors.Conflict` (a unique value taken: userName, a group's
   displayName) → 409 ``uniqueness``; :class:`~locky.errors.StateConflict` → 409.
 - :class:`~locky.errors.Invalid` (a rule of ``/v1``: a bad email, a password the
-  rules refuse, a member who is no live user) → 400 ``invalidValue``, the detail
-  naming Locky's field.
+  rules refuse, a member who is no live user) → 400 ``invalidValue``.
+
+The detail of a conflict or a refused value names the resource's SCIM attribute
+(``userName`` rather than ``email``, :data:`ATTRIBUTES`), as the client sent it.
 - NotFound → 404, Forbidden → 403, Unauthorized → 401 with ``WWW-Authenticate``,
   Locked → 429, Unavailable → 503.
 
@@ -36,17 +38,29 @@ ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
 PREFIX = "/scim/v2"
 
 
-def _fields_text(error: Invalid) -> str:
-    return "; ".join(f"{field}: {message}" for field, message in error.fields.items())
+#: The SCIM attribute of each Locky field a rule of ``/v1`` names, per resource type
+#: (docs/http/scim.md): what a client sent is what its error names.
+ATTRIBUTES = {
+    "User": {"email": "userName", "name": "displayName", "password": "password", "external_id": "externalId",
+             "active": "active"},
+    "Group": {"name": "displayName", "external_id": "externalId", "user_uuid": "members"},
+}
 
 
-def to_scim(error: LockyError) -> SCIMException | LockyError:
-    """The SCIM exception standing for ``error``; errors SCIM has no type for (429,
-    503, 501) stay Locky's and are rendered by :func:`body_of` from their HTTP form."""
+def _fields_text(error: Invalid, resource_type: str | None) -> str:
+    names = ATTRIBUTES.get(resource_type or "", {})
+    return "; ".join(f"{names.get(field, field)}: {message}" for field, message in error.fields.items())
+
+
+def to_scim(error: LockyError, resource_type: str | None = None) -> SCIMException | LockyError:
+    """The SCIM exception standing for ``error`` (made while handling a resource of
+    ``resource_type``, ``User`` or ``Group``: its fields are named as SCIM names them);
+    errors SCIM has no type for (429, 503, 501) stay Locky's and are rendered by
+    :func:`body_of` from their HTTP form."""
     if isinstance(error, Conflict):
-        return UniquenessException(detail=_fields_text(error))
+        return UniquenessException(detail=_fields_text(error, resource_type))
     if isinstance(error, Invalid):
-        return InvalidValueException(detail=_fields_text(error))
+        return InvalidValueException(detail=_fields_text(error, resource_type))
     if isinstance(error, NotFound):
         return NotFoundException(detail=str(error) or "No such resource.")
     if isinstance(error, Forbidden):
@@ -59,12 +73,13 @@ def to_scim(error: LockyError) -> SCIMException | LockyError:
 
 
 @contextmanager
-def scim_errors():
-    """Raise Locky's errors from the block as SCIM exceptions."""
+def scim_errors(resource_type: str | None = None):
+    """Raise Locky's errors from the block (handling a resource of ``resource_type``) as
+    SCIM exceptions."""
     try:
         yield
     except LockyError as error:
-        converted = to_scim(error)
+        converted = to_scim(error, resource_type)
         if converted is error:
             raise
         raise converted from None

@@ -71,7 +71,7 @@ class LockyScimStorage(ScimStorage):
 
     def get(self, resource_type: ResourceType, resource_id: str, *,
             response_parameters: ResponseParameters[Any] | None = None) -> Resource[Any]:
-        with scim_errors():
+        with scim_errors(resource_type.name):
             if resource_type.name == "User":
                 self.users_read[resource_id] = user = self._user(resource_id)
                 resource = mapping.user_resource(self.context, user)
@@ -92,7 +92,7 @@ class LockyScimStorage(ScimStorage):
             raise PreconditionFailedException(detail="The resource changed since it was read.")
 
     def create(self, resource_type: ResourceType, resource: Resource[Any]) -> Resource[Any]:
-        with scim_errors():
+        with scim_errors(resource_type.name):
             if resource_type.name == "User":
                 user = users.create(self.context, self.accounts(), name=resource.display_name or resource.user_name,
                                     email=resource.user_name, password=resource.password,
@@ -105,7 +105,7 @@ class LockyScimStorage(ScimStorage):
 
     def update(self, resource_type: ResourceType, resource: Resource[Any], *,
                expected_version: str | None = None) -> Resource[Any]:
-        with scim_errors():
+        with scim_errors(resource_type.name):
             if resource_type.name == "User":
                 user = self._user(resource.id)
                 self._check_version(mapping.user_resource(self.context, user, with_groups=False),
@@ -131,7 +131,7 @@ class LockyScimStorage(ScimStorage):
 
     def delete(self, resource_type: ResourceType, resource_id: str, *,
                expected_version: str | None = None) -> None:
-        with scim_errors():
+        with scim_errors(resource_type.name):
             if resource_type.name == "User":
                 user = self._user(resource_id)
                 self._check_version(mapping.user_resource(self.context, user, with_groups=False),
