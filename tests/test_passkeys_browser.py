@@ -12,8 +12,10 @@ signs in again with the passkey alone, no email typed. Through the OpenID provid
 sign-in page an authorization-code flow signs in with the passkey, and the ID token's
 ``amr`` says it was a hardware-bound key with its user verified. Removed on the console,
 after the console asked for the password (its sign-in no longer recent), the passkey
-signs in nowhere: not on the console, not on the sign-in page. Throughout,
-the pages break none of their Content-Security-Policy.
+signs in nowhere: not on the console, not on the sign-in page. Last, under a policy
+that lets users read only their own account (no Users screen), a user adds a passkey on
+the console's My account. Throughout, the pages break none of their
+Content-Security-Policy.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` and the ``selenium`` package; without
 them the module skips, unless ``LOCKY_REQUIRE_BROWSER=1`` (CI), which makes it fail.

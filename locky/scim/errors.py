@@ -5,11 +5,11 @@
   displayName) → 409 ``uniqueness``; :class:`~locky.errors.StateConflict` → 409.
 - :class:`~locky.errors.Invalid` (a rule of ``/v1``: a bad email, a password the
   rules refuse, a member who is no live user) → 400 ``invalidValue``.
+- NotFound → 404, Forbidden → 403, Unauthorized → 401 with ``WWW-Authenticate``,
+  Locked → 429, Unavailable → 503.
 
 The detail of a conflict or a refused value names the resource's SCIM attribute
 (``userName`` rather than ``email``, :data:`ATTRIBUTES`), as the client sent it.
-- NotFound → 404, Forbidden → 403, Unauthorized → 401 with ``WWW-Authenticate``,
-  Locked → 429, Unavailable → 503.
 
 :class:`ScimErrors` is the middleware that gives every error answer under
 ``/scim/v2`` this shape, also those made before a SCIM responder runs (Locky's
