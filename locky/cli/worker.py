@@ -171,40 +171,29 @@ class _OneWriteResponse(wsgi.Response):
     """gunicorn's response, which writes the head of an answer together with the first
     bytes of its body: one ``send`` and one TCP segment for a small answer instead of two
     (a system call, 5 % of a bare request's CPU, and a second wake-up of the client).
-    The head is gunicorn's own; it is held only until the body's first bytes, the end of
-    the answer, or a file sent as the body, and never for a chunked body."""
+    The head is gunicorn's own, made at that first write and sent with it; an answer
+    whose first write sends no body bytes (HEAD, 204, 304, an empty or chunked body, a
+    file) gets its head on its own, when and as gunicorn sends it. A head is never held
+    while the app runs: what ``headers_sent`` says is on the wire."""
 
     _head = b""
-    _hold = True
 
-    def send_headers(self):
-        if self.headers_sent or self.chunked or not self._hold:
-            return super().send_headers()
-        sock, self.sock = self.sock, _HeadBuffer()
+    def write(self, arg):
+        if (self.headers_sent or self.chunked or self._omits_body or type(arg) is not bytes or not arg
+                or (self.response_length is not None and self.sent >= self.response_length)):
+            return super().write(arg)
+        buffer = _HeadBuffer()
+        sock, self.sock = self.sock, buffer
         try:
-            super().send_headers()
-            self._head = self.sock.data
+            self.send_headers()
         finally:
             self.sock = sock
+        self._head = buffer.data
+        super().write(arg)  # the head goes out with these bytes (:meth:`_emit_body`)
 
     def _emit_body(self, data):
-        if self._head:
-            data, self._head = self._head + data, b""
-        super()._emit_body(data)
-
-    def _flush_head(self) -> None:
-        if self._head:
-            head, self._head = self._head, b""
-            util.write(self.sock, head)
-
-    def sendfile(self, respiter):
-        self._hold = False
-        self._flush_head()
-        return super().sendfile(respiter)
-
-    def close(self):
-        super().close()
-        self._flush_head()
+        head, self._head = self._head, b""
+        super()._emit_body(head + data if head else data)
 
 
 class _Served:

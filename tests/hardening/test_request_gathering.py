@@ -243,25 +243,29 @@ class _Sends:
         self.writes.append(file.read(count))
 
 
-@pytest.mark.parametrize("method, headers, body, writes", [
-    ("GET", [("Content-Length", "11")], [b"hello", b" world"], 2),  # head with the first bytes, then the rest
-    ("GET", [], [b"hello", b" world"], 4),  # chunked: the head, two chunks, the last chunk
-    ("HEAD", [("Content-Length", "5")], [b"hello"], 1),  # no body: the head alone, at the end
-    ("GET", [("Content-Length", "0")], [], 1),
-    ("GET", [("Content-Length", "5")], "file", 2),  # a file (sendfile): the head first
-], ids=["two writes", "chunked", "HEAD", "empty", "file"])
+@pytest.mark.parametrize("method, status, headers, body, writes", [
+    ("GET", "200 OK", [("Content-Length", "11")], [b"hello", b" world"], 2),  # head with the first bytes
+    ("GET", "200 OK", [], [b"hello", b" world"], 4),  # chunked: the head, two chunks, the last chunk
+    ("HEAD", "200 OK", [("Content-Length", "5")], [b"hello"], 1),  # no body: the head alone
+    ("GET", "204 No Content", [], [b""], 1),
+    ("GET", "200 OK", [("Content-Length", "0")], [b"", b""], 1),
+    ("GET", "200 OK", [("Content-Length", "2")], [b"", b"hi"], 3),  # an empty first write: as gunicorn
+    ("GET", "200 OK", [("Content-Length", "5")], "file", 2),  # a file (sendfile): the head first
+], ids=["two writes", "chunked", "HEAD", "204", "empty", "empty first write", "file"])
 def test_an_answer_is_written_as_gunicorn_writes_it_with_its_head_joined_to_the_body(
-        pair, tmp_path, monkeypatch, method, headers, body, writes):
+        pair, tmp_path, monkeypatch, method, status, headers, body, writes):
     """The worker's response writes the bytes gunicorn's own does, in fewer writes: the
-    head goes with the body's first bytes when the body has a length, else on its own."""
+    head goes with the body's first bytes, else on its own. Whatever the app has written,
+    the same bytes are on the wire as with gunicorn's (an app that fails there leaves no
+    head held back), and ``headers_sent`` says so."""
     monkeypatch.setattr(util, "http_date", lambda timestamp=None: "Sun, 06 Nov 1994 08:49:37 GMT")
     head = f"{method} / HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    written = {}
+    written, before_close, sent = {}, {}, {}
     for kind in (Response, _OneWriteResponse):
         request = _Request(pair[1].cfg, IterUnreader([head]), ("127.0.0.1", 1))
         sock = _Sends()
         response = kind(request, sock, pair[1].cfg)
-        response.start_response("200 OK", list(headers))
+        response.start_response(status, list(headers))
         if body == "file":
             (tmp_path / "f").write_bytes(b"hello")
             with (tmp_path / "f").open("rb") as file:
@@ -269,8 +273,23 @@ def test_an_answer_is_written_as_gunicorn_writes_it_with_its_head_joined_to_the_
         else:
             for piece in body:
                 response.write(piece)
+        before_close[kind], sent[kind] = b"".join(sock.writes), response.headers_sent
         response.close()
         written[kind] = sock.writes
+    assert before_close[_OneWriteResponse] == before_close[Response]
+    assert sent[_OneWriteResponse] == sent[Response] == (b"\r\n\r\n" in before_close[Response])
     assert b"".join(written[_OneWriteResponse]) == b"".join(written[Response])
     assert len(written[_OneWriteResponse]) == writes
-    assert written[_OneWriteResponse][0].startswith(b"HTTP/1.1 200 OK\r\n")
+    assert written[_OneWriteResponse][0].startswith(f"HTTP/1.1 {status}\r\n".encode())
+
+
+def test_a_write_that_is_not_bytes_fails_as_with_gunicorn(pair):
+    """gunicorn sends the head, then refuses a body item that is not bytes; so does the
+    worker's response: the head is on the wire, as ``headers_sent`` says."""
+    request = _Request(pair[1].cfg, IterUnreader([b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"]), ("127.0.0.1", 1))
+    sock = _Sends()
+    response = _OneWriteResponse(request, sock, pair[1].cfg)
+    response.start_response("200 OK", [("Content-Length", "2")])
+    with pytest.raises(TypeError):
+        response.write("hi")
+    assert response.headers_sent and len(sock.writes) == 1 and sock.writes[0].startswith(b"HTTP/1.1 200 OK\r\n")
