@@ -24,6 +24,7 @@ them the module skips, unless ``LOCKY_REQUIRE_BROWSER=1`` (CI), which makes it f
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -92,29 +93,34 @@ def rp():
     callback.close()
 
 
-@pytest.fixture(scope="module")
-def op(tmp_path_factory, rp):
-    workdir = tmp_path_factory.mktemp("passkeys-browser")
+@contextlib.contextmanager
+def localhost_server(workdir: Path, **settings: str):
+    """``locky serve`` on SQLite in ``workdir`` with ``settings`` and nothing of this
+    process's ``LOCKY_*``, listening on 127.0.0.1 only; the browser reaches it as
+    localhost, its public URL (``server.public``)."""
     port = free_port()
-    public = f"http://localhost:{port}"
     env = {"LOCKY_DATABASE_URL": f"sqlite:///{workdir / 'locky.sqlite'}", "LOCKY_BCRYPT_ROUNDS": "4",
-           "LOCKY_PUBLIC_URL": public, "LOCKY_ADMIN_EMAILS": ADA}
+           "LOCKY_PUBLIC_URL": f"http://localhost:{port}", **settings}
     with pytest.MonkeyPatch.context() as mp:
         for key in [k for k in os.environ if k.startswith("LOCKY_") and k != "LOCKY_SCREENSHOTS"]:
             mp.delenv(key)
-        # Listening on 127.0.0.1 only; the browser reaches it as localhost.
         with locky_server(workdir, env=env, workers=1, port=port) as server:
-            server.public = public
-            admin = server.sign_up(ADA, PASSWORD, verify=True)
-            status, _, me = server.request("GET", "/v1/internal/users/me", headers=admin)
-            assert status == 200, me
-            status, _, client = server.request("POST", "/v1/private/oauth/clients", {
-                "name": "Photo Album", "type": "confidential", "redirect_uris": [f"{rp.url}/callback"],
-                "first_party": True}, headers=admin)
-            assert status == 201, client
-            server.me, server.client, server.admin = me, client, admin
-            server.database_url = env["LOCKY_DATABASE_URL"]
+            server.public, server.database_url = env["LOCKY_PUBLIC_URL"], env["LOCKY_DATABASE_URL"]
             yield server
+
+
+@pytest.fixture(scope="module")
+def op(tmp_path_factory, rp):
+    with localhost_server(tmp_path_factory.mktemp("passkeys-browser"), LOCKY_ADMIN_EMAILS=ADA) as server:
+        admin = server.sign_up(ADA, PASSWORD, verify=True)
+        status, _, me = server.request("GET", "/v1/internal/users/me", headers=admin)
+        assert status == 200, me
+        status, _, client = server.request("POST", "/v1/private/oauth/clients", {
+            "name": "Photo Album", "type": "confidential", "redirect_uris": [f"{rp.url}/callback"],
+            "first_party": True}, headers=admin)
+        assert status == 201, client
+        server.me, server.client, server.admin = me, client, admin
+        yield server
 
 
 def token_of(op) -> dict[str, str]:
@@ -419,16 +425,9 @@ def self_only(tmp_path_factory):
     assert "p, user, *, users, read" in lines
     (policies / "policy.csv").write_text("\n".join(
         "p, user, self, users, read" if line == "p, user, *, users, read" else line for line in lines) + "\n")
-    port = free_port()
-    env = {"LOCKY_DATABASE_URL": f"sqlite:///{workdir / 'locky.sqlite'}", "LOCKY_BCRYPT_ROUNDS": "4",
-           "LOCKY_PUBLIC_URL": f"http://localhost:{port}", "LOCKY_POLICY_DIR": str(policies)}
-    with pytest.MonkeyPatch.context() as mp:
-        for key in [k for k in os.environ if k.startswith("LOCKY_") and k != "LOCKY_SCREENSHOTS"]:
-            mp.delenv(key)
-        with locky_server(workdir, env=env, workers=1, port=port) as server:
-            server.public = f"http://localhost:{port}"
-            server.cleo = server.sign_up(CLEO, PASSWORD, verify=True)
-            yield server
+    with localhost_server(workdir, LOCKY_POLICY_DIR=str(policies)) as server:
+        server.cleo = server.sign_up(CLEO, PASSWORD, verify=True)
+        yield server
 
 
 def test_my_account_manages_the_users_own_passkeys_without_the_users_screen(browser, self_only):

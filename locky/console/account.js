@@ -4,8 +4,9 @@
 
 import { api, ApiError } from "./api.js";
 import { consentsSection } from "./clients.js";
-import { badge, h, section, when } from "./dom.js";
+import { h, section } from "./dom.js";
 import { passkeysSection } from "./passkeys.js";
+import { facts } from "./users.js";
 
 // A section drawn by ``draw``; one the policy refuses (403) says so in its place, so the
 // rest of the screen still shows.
@@ -22,15 +23,7 @@ export async function accountScreen(ctx) {
   const me = await api("GET", "/v1/internal/users/me");
   const redraw = () => ctx.go("#/account");
   return h("div", {},
-    section("Profile",
-      h("dl", { class: "facts" },
-        h("dt", { text: "Name" }), h("dd", { text: me.name }),
-        h("dt", { text: "Email" }), h("dd", { text: me.email }),
-        h("dt", { text: "Status" }), h("dd", {}, h("span", { class: "badges" },
-          me.email_verified ? badge("verified") : badge("unverified", "warn"),
-          me.mfa_enabled ? badge("MFA") : null)),
-        h("dt", { text: "UUID" }), h("dd", {}, h("code", { text: me.uuid })),
-        h("dt", { text: "Registered" }), h("dd", { text: when(me.created_at) }))),
+    section("Profile", facts(ctx, me, [["Email", me.email]])),
     await guarded("Passkeys", () => passkeysSection(ctx, redraw)),
     await guarded("Applications you allowed", () => consentsSection(ctx, redraw)));
 }

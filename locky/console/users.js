@@ -174,17 +174,23 @@ function status(ctx, user, me) {
     posture && user.mfa_enabled ? badge("MFA") : null, me ? badge("you") : null);
 }
 
+// An account's facts as its pages show them (this screen and My account): its name,
+// the ``more`` rows ([term, text]), its status, uuid and registration.
+export function facts(ctx, user, more = []) {
+  return h("dl", { class: "facts" },
+    h("dt", { text: "Name" }), h("dd", { text: user.name }),
+    ...more.flatMap(([term, text]) => [h("dt", { text: term }), h("dd", { text })]),
+    h("dt", { text: "Status" }), h("dd", {}, status(ctx, user, user.uuid === ctx.session.me.uuid)),
+    h("dt", { text: "UUID" }), h("dd", {}, h("code", { text: user.uuid })),
+    h("dt", { text: "Registered" }), h("dd", { text: when(user.created_at) }));
+}
+
 export async function userScreen(ctx, id) {
   const user = await api("GET", `/v1/internal/users/${id}`);
   names.set(user.uuid, user.email);
   const view = h("div", {},
     h("p", {}, h("a", { href: "#/users", text: "← All users" })),
-    section(user.email,
-      h("dl", { class: "facts" },
-        h("dt", { text: "Name" }), h("dd", { text: user.name }),
-        h("dt", { text: "Status" }), h("dd", {}, status(ctx, user, user.uuid === ctx.session.me.uuid)),
-        h("dt", { text: "UUID" }), h("dd", {}, h("code", { text: user.uuid })),
-        h("dt", { text: "Registered" }), h("dd", { text: when(user.created_at) }))));
+    section(user.email, facts(ctx, user)));
 
   const memberships = await all("/v1/internal/members", "members", { user_uuid: user.uuid }, 500);
   const groups = memberships.length ? remember(await all("/v1/internal/groups", "groups"), "name") : [];

@@ -39,10 +39,10 @@ PREFIX = "/scim/v2"
 
 
 #: The SCIM attribute of each Locky field a rule of ``/v1`` names, per resource type
-#: (docs/http/scim.md): what a client sent is what its error names.
+#: (docs/http/scim.md): what a client sent is what its error names. A field SCIM calls
+#: the same (``password``, ``active``) keeps its name.
 ATTRIBUTES = {
-    "User": {"email": "userName", "name": "displayName", "password": "password", "external_id": "externalId",
-             "active": "active"},
+    "User": {"email": "userName", "name": "displayName", "external_id": "externalId"},
     "Group": {"name": "displayName", "external_id": "externalId", "user_uuid": "members"},
 }
 
