@@ -17,29 +17,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from scim_helpers import Scim, ScimServer, client_credentials_token
+from scim_helpers import Scim, ScimServer, machine_client
 from support.server import free_port, locky_server
-
-
-def run_cli(settings, *words: str) -> int:
-    """``locky WORDS`` in this process, on ``settings``' database."""
-    from locky.cli import main as cli
-
-    namespace = cli._parser().parse_args(list(words))
-    return cli.COMMANDS[namespace.command](settings, namespace)
-
-
-def machine_client(http, admin, settings, name: str, role: str | None) -> SimpleNamespace:
-    """A registered machine client (``role`` granted with ``locky grant-role``) and its token."""
-    result = http.simulate_post("/v1/private/oauth/clients", headers=admin.headers, json={
-        "name": name, "type": "confidential", "redirect_uris": [], "grant_types": ["client_credentials"]})
-    assert result.status_code == 201, result.text
-    client = result.json
-    if role:
-        assert run_cli(settings, "grant-role", f"client:{client['client_id']}", role) == 0
-    token = client_credentials_token(http, client["client_id"], client["client_secret"])
-    return SimpleNamespace(client_id=client["client_id"], uuid=client["uuid"], token=token,
-                           subject=f"client:{client['client_id']}")
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """What the SCIM tests share: the schema URIs of RFC 7643/7644, a SCIM caller over
 Falcon's test client (bearer token, ``application/scim+json`` bodies), the check of a
-SCIM error answer, and a real ``locky serve`` with the operator's commands."""
+SCIM error answer, a machine client made as an operator makes one, and a real ``locky
+serve`` with the operator's commands."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -156,3 +158,24 @@ class ScimServer:
         except urllib.error.HTTPError as error:
             raw = error.read()
             return error.code, json.loads(raw) if raw else None
+
+
+def run_cli(settings, *words: str) -> int:
+    """``locky WORDS`` in this process, on ``settings``' database."""
+    from locky.cli import main as cli
+
+    namespace = cli._parser().parse_args(list(words))
+    return cli.COMMANDS[namespace.command](settings, namespace)
+
+
+def machine_client(http, admin, settings, name: str, role: str | None) -> SimpleNamespace:
+    """A registered machine client (``role`` granted with ``locky grant-role``) and its token."""
+    result = http.simulate_post("/v1/private/oauth/clients", headers=admin.headers, json={
+        "name": name, "type": "confidential", "redirect_uris": [], "grant_types": ["client_credentials"]})
+    assert result.status_code == 201, result.text
+    client = result.json
+    if role:
+        assert run_cli(settings, "grant-role", f"client:{client['client_id']}", role) == 0
+    token = client_credentials_token(http, client["client_id"], client["client_secret"])
+    return SimpleNamespace(client_id=client["client_id"], uuid=client["uuid"], token=token,
+                           subject=f"client:{client['client_id']}")

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import machine_client
-from scim_helpers import GROUP, LIST, PASSWORD, PATCH_OP, SCIM_JSON, SEARCH, USER, Scim, assert_scim_error
+from scim_helpers import GROUP, LIST, PASSWORD, PATCH_OP, SCIM_JSON, SEARCH, USER, Scim, assert_scim_error, machine_client
 
 ADMIN = "admin@example.com"
 
