@@ -133,6 +133,28 @@ def python_parser(cfg: Config) -> Config:
     return cfg
 
 
+class _Settled(Config):
+    """gunicorn's settings as one worker reads them: each setting's value is an attribute
+    of its own, read once, where ``Config`` looks every read up by name (``__getattr__``),
+    about 27 reads a request (docs/benchmarks.md). Settings ``Config`` computes from
+    others (``is_ssl``, ``sendfile``) are still its properties, over these values."""
+
+    def set(self, name, value):
+        super().set(name, value)
+        if name in self.__dict__:
+            self.__dict__[name] = self.settings[name].get()
+
+
+def settled(cfg: Config) -> Config:
+    """A copy of ``cfg`` (sharing its settings) whose settings read as plain attributes:
+    what a worker serves with, once every setting is made."""
+    copy = _Settled.__new__(_Settled)
+    copy.__dict__.update(cfg.__dict__)
+    copy.__dict__.update({name: setting.get() for name, setting in cfg.settings.items()
+                          if not hasattr(Config, name)})
+    return copy
+
+
 _gunicorn_http_date = util.http_date
 _date = (0, "")
 
@@ -246,7 +268,7 @@ class LockyWorker(ThreadWorker):
         util.write_error = _write_json_error
         util.http_date = _http_date
         wsgi.create = _create
-        python_parser(self.cfg)
+        self.cfg = settled(python_parser(self.cfg))
         self._ready: deque = deque()  # complete requests to serve on this thread, in order
         self._serving = False
         self._lingering: deque = deque()  # closed connections being drained, oldest first
@@ -277,18 +299,73 @@ class LockyWorker(ThreadWorker):
     def finish_request(self, conn, fs):
         """gunicorn's, except that a kept-alive connection whose next request was already
         taken from the socket (pipelined, in :class:`DeadlineSocket`'s buffer) is served
-        at once, as the poller would wait for bytes that have already come; and that a
-        connection to close is closed by the poller (:meth:`_linger`), not on this thread."""
+        at once, as the poller would wait for bytes that have already come; that a
+        connection to close is closed by the poller (:meth:`_linger`), not on this thread;
+        and that, with one thread, a connection that waits for its next bytes stays in
+        the poller (:meth:`_wait_in_poller`)."""
         served = not fs.cancelled() and fs.exception() is None
         if served and isinstance(conn.sock, DeadlineSocket):
             result = fs.result()
             if not result:
                 self._linger(conn)
                 return
-            if self.alive and result is not _DEFER and conn.sock.pending:
+            if self.alive and result is not _DEFER and (conn.sock.pending or conn.parser.unreader.buf.getvalue()):
                 self.enqueue_req(conn)
                 return
+            if self.alive and self.cfg.threads == 1:
+                self._wait_in_poller(conn, result)
+                return
+        if self.cfg.threads == 1:
+            self._unwatch(conn.sock)  # gunicorn closes it, or puts it in the poller anew
         super().finish_request(conn, fs)
+
+    def on_client_socket_readable(self, conn, client):
+        """gunicorn's, except that with one thread the connection stays in the poller
+        while its request is served (:meth:`_wait_in_poller`)."""
+        if self.cfg.threads > 1:
+            return super().on_client_socket_readable(conn, client)
+        self.keepalived_conns.remove(conn)
+        self.enqueue_req(conn)
+
+    def on_pending_socket_readable(self, conn, client):
+        """gunicorn's, except that with one thread the connection stays in the poller
+        while its request is gathered and served (:meth:`_wait_in_poller`)."""
+        if self.cfg.threads > 1:
+            return super().on_pending_socket_readable(conn, client)
+        self.pending_conns.remove(conn)
+        conn.data_ready = True
+        self.enqueue_req(conn)
+
+    def _wait_in_poller(self, conn, result) -> None:
+        """Let ``conn`` wait for its next bytes, as gunicorn's ``finish_request`` does: a
+        served request's connection kept alive, or (``_DEFER``) one whose request is not
+        whole yet. gunicorn takes a connection out of the poller while its request is
+        served and puts it back after, two system calls a request; with one thread the
+        request is served on the poller's thread, so the poller cannot report the
+        connection meanwhile, and it stays in: only what the poller calls changes."""
+        conn.sock.setblocking(False)
+        if result is _DEFER:
+            conn.timeout = time.monotonic() + self.cfg.keepalive
+            self.pending_conns.append(conn)
+            self._watch(conn.sock, partial(self.on_pending_socket_readable, conn))
+        else:
+            conn.set_timeout()
+            self.keepalived_conns.append(conn)
+            self._watch(conn.sock, partial(self.on_client_socket_readable, conn))
+
+    def _watch(self, sock, callback) -> None:
+        """Have the poller call ``callback`` once ``sock`` is readable: without a system
+        call when it is in the poller already (for another callback)."""
+        try:
+            self.poller.modify(sock, selectors.EVENT_READ, callback)
+        except KeyError:  # not in the poller
+            self.poller.register(sock, selectors.EVENT_READ, callback)
+
+    def _unwatch(self, sock) -> None:
+        try:
+            self.poller.unregister(sock)
+        except (OSError, KeyError, ValueError):
+            pass  # not in the poller
 
     def handle(self, conn):
         """Read a request without waiting: the bytes there are taken (and given to
@@ -345,18 +422,17 @@ class LockyWorker(ThreadWorker):
         try:
             sock.shutdown(socket.SHUT_WR)
             sock.setblocking(False)
-            self.poller.register(sock, selectors.EVENT_READ, partial(self._drain, conn))
-        except (OSError, ValueError, KeyError):
-            self.nr_conns -= 1
-            conn.close()
+            self._watch(sock, partial(self._drain, conn))
+        except (OSError, ValueError):
+            self._close(conn)
             return
         conn.timeout = time.monotonic() + LINGER
         conn.drained = 0
         self._lingering.append(conn)
 
-    def _drain(self, conn, sock) -> None:
-        try:
-            data = sock.recv(LINGER_BYTES)
+    def _drain(self, conn, _watched) -> None:
+        try:  # from the socket itself, not waiting (what the poller watches may be its wrapper)
+            data = conn.sock.raw.recv(LINGER_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -367,10 +443,7 @@ class LockyWorker(ThreadWorker):
             self._close(conn)
 
     def _close(self, conn) -> None:
-        try:
-            self.poller.unregister(conn.sock)
-        except (OSError, KeyError, ValueError):
-            pass  # not registered
+        self._unwatch(conn.sock)
         self.nr_conns -= 1
         conn.close()
 

@@ -302,6 +302,49 @@ def test_a_small_answer_comes_in_one_write(tmp_path):
                         assert body == b"", first
 
 
+#: Each way a connection ends: what the client sends, and whether it then closes its side
+#: (else the server answers and closes).
+ENDINGS = {
+    "idle after an answer": (HEALTH, True),
+    "Connection: close": (b"GET /v1/public/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", False),
+    "a bad request line": (b"GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n", False),
+    "part of a head": (b"GET /v1/public/health HTTP/1.1\r\nHo", True),
+    "nothing sent": (b"", True),
+    "a body over the limit": (b"POST /v1/public/users/register HTTP/1.1\r\nHost: x\r\nContent-Length: 99999\r\n\r\n",
+                              False),
+    "reset after an answer": (HEALTH, "reset"),
+}
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+def test_every_way_a_connection_ends_leaves_the_worker_serving_new_ones(tmp_path, threads):
+    """A worker keeps a connection in its poller while it waits between requests (with
+    one thread, also while its request is served): however a connection ends, the next
+    connection (which mostly gets the closed one's descriptor) is watched and answered.
+    A connection left in the poller after it closed would leave the next one unanswered."""
+    settings = env(f"sqlite:///{tmp_path / 'locky.sqlite'}", LOCKY_THREADS=str(threads), LOCKY_MAX_BODY_BYTES="2048")
+    with locky_server(tmp_path, env=settings, workers=1) as server:
+        port = urlsplit(server.url).port
+        for _ in range(15):
+            for ending, (sent, client_closes) in ENDINGS.items():
+                sock = socket.create_connection(("127.0.0.1", port), timeout=3)
+                sock.sendall(sent)
+                if sent == HEALTH:
+                    assert read_answer(sock)[0] == 200, ending
+                if client_closes == "reset":
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                elif not client_closes:
+                    while sock.recv(65536):  # the server answers, then closes
+                        pass
+                sock.close()
+                time.sleep(0.02)  # the worker sees the end before the next connection comes
+                with socket.create_connection(("127.0.0.1", port), timeout=3) as after:
+                    for _ in range(2):  # and it stays watched while kept alive
+                        after.sendall(HEALTH)
+                        status, _, body = read_answer(after)
+                        assert (status, json.loads(body)) == (200, {"status": "ok"}), ending
+
+
 def test_a_chunked_body_that_comes_in_parts_is_read_whole(tmp_path):
     """The poller gathers a chunked body across reads (chunk extensions and trailers
     included) before the request is served."""
