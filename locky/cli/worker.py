@@ -14,10 +14,12 @@ answer in JSON, and an app that starts even while the database is away.
   kept-alive one only while no request waits on it, even when the worker was busy past
   its keep-alive time. With one thread (``LOCKY_THREADS=1``, the default) a complete
   request is served right there on the poller's thread, with no hand-off between
-  threads; with more, complete requests run on that many threads, which share the
-  process's bounded database pool (``LOCKY_DATABASE_POOL_SIZE``). The errors gunicorn
-  answers itself (a bad request line or header, 414, 431, a broken chunked body) are the
-  contract's JSON bodies with the usual headers instead of gunicorn's HTML.
+  threads, and its connection stays in the poller meanwhile; with more, complete
+  requests run on that many threads, which share the process's bounded database pool
+  (``LOCKY_DATABASE_POOL_SIZE``). The errors gunicorn answers itself (a bad request
+  line or header, 414, 431, a broken chunked body) are the contract's JSON bodies with
+  the usual headers instead of gunicorn's HTML. A worker reads gunicorn's settings once,
+  when it starts (:func:`settled`).
 - :class:`StartingApp` is the WSGI app a worker serves until ``create_app`` succeeds:
   a worker (re)started during a database outage answers 503 JSON (health
   ``{"status": "unavailable"}``) instead of failing to boot, which would make gunicorn

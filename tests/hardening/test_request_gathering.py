@@ -12,6 +12,7 @@ from email.utils import formatdate
 
 import pytest
 
+from gunicorn.config import Config
 from gunicorn.http.errors import InvalidHeader
 from gunicorn.http.unreader import IterUnreader
 from gunicorn import util
@@ -19,7 +20,7 @@ from gunicorn.http.wsgi import FileWrapper, Response
 
 from locky.cli.worker import (BODY_LIMIT, BODY_TOO_LARGE, COMPLETE, HEAD_LIMIT, HEAD_TOO_LARGE, WAITING,
                               DeadlineSocket, _GatheredParser, _http_date, _OneWriteResponse, _Request,
-                              _write_closing)
+                              _write_closing, settled)
 
 CHUNKED = b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 LENGTH = b"POST /v1/public/users/login HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
@@ -293,3 +294,21 @@ def test_a_write_that_is_not_bytes_fails_as_with_gunicorn(pair):
     with pytest.raises(TypeError):
         response.write("hi")
     assert response.headers_sent and len(sock.writes) == 1 and sock.writes[0].startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def test_a_worker_reads_every_setting_as_gunicorn_does():
+    """The settings a worker serves with (``settled``) read as gunicorn's ``Config``
+    reads them, every one, the properties ``Config`` computes from others included, and
+    a setting changed on them afterwards reads changed."""
+    cfg = Config()
+    cfg.set("keepalive", 7)
+    cfg.set("certfile", "/nowhere/cert.pem")
+    cfg.set("forwarded_allow_ips", "127.0.0.1,10.1.2.3")
+    read = settled(cfg)
+    for name in cfg.settings:
+        assert getattr(read, name) == getattr(cfg, name), name
+    assert (read.keepalive, read.is_ssl, read.forwarded_allow_ips) == (7, "/nowhere/cert.pem", ["127.0.0.1", "10.1.2.3"])
+    assert "keepalive" in vars(read) and "keepalive" not in vars(cfg)  # a plain attribute, read once
+    read.set("keepalive", 9)
+    read.set("certfile", None)
+    assert (read.keepalive, read.is_ssl) == (9, None)
