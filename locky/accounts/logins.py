@@ -72,6 +72,24 @@ def revoke_session(context, session_uuid: str, reason: str, user_uuid: str | Non
     return revoked
 
 
+#: The dummy hash of each kind of hasher, made once per process: a hash takes a third of
+#: a second or more, and ``locky serve``'s workers inherit the one its check at startup
+#: made before they were forked, instead of each making its own (and so do the apps a
+#: test process builds).
+_DUMMY_HASHES: dict[type, str] = {}
+
+
+def dummy_hash(hasher) -> str:
+    """A hash of a password nobody knows, at ``hasher``'s configured cost: an unknown
+    email's login is checked against it, so it costs what a known one's does. The kept
+    one serves while the hasher says it needs no rehash (the cost it was made at is the
+    configured one)."""
+    kept = _DUMMY_HASHES.get(type(hasher))
+    if kept is None or hasher.needs_rehash(kept):
+        kept = _DUMMY_HASHES[type(hasher)] = hasher.hash(secrets.token_urlsafe(16))
+    return kept
+
+
 class Accounts:
     """The account operations of one app, over its storage, hasher and token backend."""
 
@@ -79,7 +97,7 @@ class Accounts:
         self.context = context
         self.settings = context.settings
         # Checked against for unknown emails, so both failures cost one hash check.
-        self._dummy_hash = context.password_hasher.hash(secrets.token_urlsafe(16))
+        self._dummy_hash = dummy_hash(context.password_hasher)
         self.limits = LoginLimits(context)
 
     def register(self, *, name: str, email: str, password: str | None, client_address: str | None = None,

@@ -5,97 +5,61 @@ JSON is described in its own page).
 
 Falcon routes each request here; Locky's authentication has run (a bearer token of a
 user or a machine client, except on the public discovery endpoints); the request is
-handed to ``scim2-server``'s :class:`~scim2_server.handler.ScimHandler` as a
-framework-free :class:`~scim2_server.requests.ScimRequest` over
-:class:`~locky.scim.storage.LockyScimStorage`, and its response written back.
+served by the app's :class:`~locky.scim.protocol.ScimProtocol`.
 
-Resource URLs (``meta.location``, ``Location``, members' ``$ref``) are under
-``LOCKY_PUBLIC_URL`` when it is set, else under the request's own scheme and host.
+``scim2-models`` builds its pydantic models when it is imported, which takes longer than
+the rest of a worker's start (about a second): so the protocol, and the libraries with
+it, load on an app's first SCIM request, once, and an app nobody provisions never loads
+them. Whether they are installed is checked when the routes are mounted, so that a
+broken installation still stops startup.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-from http import HTTPStatus
+import importlib.util
+import threading
 
-import falcon
-from scim2_models import PayloadTooLargeException, SCIMException
-from scim2_server.handler import ScimHandler
-from scim2_server.requests import ScimRequest
-
-from locky.errors import LockyError
 from locky.plugins import hookimpl
 from locky.routes import Operation, Route
+from locky.settings import SettingsError
 
-from .discovery import provider
-from .errors import PREFIX, SCIM_MEDIA_TYPE, ScimErrors, scim_errors, to_scim
-from .service import LockyScimService, keep_status
-from locky.accounts.logins import Accounts
-
-from .storage import LockyScimStorage
+from .error_bodies import PREFIX, ScimErrors
 
 TAG = "scim"
-log = logging.getLogger("locky.scim")
+#: What the protocol is built on (pyproject.toml's dependencies).
+LIBRARIES = ("scim2_models", "scim2_server")
 
 
-class ScimEndpoint:
-    """Serves every SCIM request of one app; the route classes below only say which
-    methods each path has (Falcon answers 405 to the others)."""
+class LazyProtocol:
+    """An app's :class:`~locky.scim.protocol.ScimProtocol`, made on first use: every SCIM
+    endpoint of the app shares it."""
 
     def __init__(self, context):
         self.context = context
-        self.service = LockyScimService(provider(), context)
-        self._accounts: Accounts | None = None
+        self._protocol = None
+        self._lock = threading.Lock()
 
-    @property
-    def accounts(self) -> Accounts:
-        """Registration's service (users are created as /v1 registers them); built on
-        first use: it hashes a dummy password."""
-        if self._accounts is None:
-            self._accounts = Accounts(self.context)
-        return self._accounts
+    def get(self):
+        protocol = self._protocol
+        if protocol is None:
+            with self._lock:  # requests arriving together build it once
+                if self._protocol is None:
+                    from .protocol import ScimProtocol
 
-    def base_url(self, req) -> str:
-        public = self.context.settings.public_url
-        return (public.rstrip("/") if public else req.prefix) + PREFIX
+                    self._protocol = ScimProtocol(self.context)
+                protocol = self._protocol
+        return protocol
 
-    def _body(self, req) -> bytes:
-        limit = self.context.settings.max_body_bytes
-        if req.content_length is not None and req.content_length > limit:
-            raise PayloadTooLargeException(detail=f"The body is larger than {limit} bytes.")
-        raw = req.bounded_stream.read(limit + 1)
-        if len(raw) > limit:
-            raise PayloadTooLargeException(detail=f"The body is larger than {limit} bytes.")
-        return raw
+
+class ScimEndpoint:
+    """The route classes below only say which methods each path has (Falcon answers 405
+    to the others); every request is the shared protocol's."""
+
+    def __init__(self, protocol: LazyProtocol):
+        self.protocol = protocol
 
     def serve(self, req, resp) -> None:
-        query = {key: value if isinstance(value, str) else value[-1] for key, value in req.params.items()}
-        try:
-            # HEAD is GET without the body (locky.routes.Router): the library knows GET.
-            request = ScimRequest(method="GET" if req.method == "HEAD" else req.method, base_url=self.base_url(req), path=req.path[len(PREFIX):],
-                                  query=query, headers=list(req.headers.items()), body=self._body(req),
-                                  subject=req.context.identity)
-            keeps_status = keep_status(self.context, request)
-            storage = LockyScimStorage(self.context, req.context.identity, lambda: self.accounts,
-                                       conditional=request.header("If-Match") is not None, keeps_status=keeps_status)
-            handler = ScimHandler(self.service, storage)
-            with scim_errors():
-                response = handler.handle(request)
-        except SCIMException as error:
-            response = self.service.error_response(error)
-        except LockyError as error:
-            converted = to_scim(error)
-            if converted is error:
-                raise  # 429, 503: Locky's handler, then ScimErrors gives it the SCIM shape
-            response = self.service.error_response(converted)
-        resp.status = falcon.code_to_http_status(int(response.status))
-        for name, value in response.headers.items():
-            if name.lower() != "content-type":
-                resp.set_header(name, value)
-        if response.body is not None and response.status != HTTPStatus.NOT_MODIFIED:
-            resp.data = json.dumps(response.body).encode()
-            resp.content_type = SCIM_MEDIA_TYPE
+        self.protocol.get().serve(req, resp)
 
 
 class Discovery(ScimEndpoint):
@@ -145,33 +109,39 @@ def _op(method: str, summary: str, status: int = 200) -> Operation:
 
 @hookimpl
 def locky_routes(context):
-    discovery = Discovery(context)
+    missing = [name for name in LIBRARIES if importlib.util.find_spec(name) is None]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise SettingsError(f"SCIM needs {' and '.join(missing)}, which {verb} not installed: reinstall Locky"
+                            " (pip install locky), or turn SCIM off (LOCKY_BLOCK_PLUGINS=locky.scim.routes)")
+    protocol = LazyProtocol(context)
+    discovery = Discovery(protocol)
     routes = [
         Route(f"{PREFIX}/ServiceProviderConfig", discovery, (_public("SCIM service provider configuration"),),
               in_spec=False),
         Route(f"{PREFIX}/ResourceTypes", discovery, (_public("SCIM resource types"),), in_spec=False),
-        Route(f"{PREFIX}/ResourceTypes/{{resource_id}}", Discovery(context), (_public("One SCIM resource type"),),
+        Route(f"{PREFIX}/ResourceTypes/{{resource_id}}", Discovery(protocol), (_public("One SCIM resource type"),),
               in_spec=False),
         Route(f"{PREFIX}/Schemas", discovery, (_public("SCIM schemas"),), in_spec=False),
-        Route(f"{PREFIX}/Schemas/{{resource_id}}", Discovery(context), (_public("One SCIM schema"),),
+        Route(f"{PREFIX}/Schemas/{{resource_id}}", Discovery(protocol), (_public("One SCIM schema"),),
               in_spec=False),
     ]
     routes += [
-        Route(PREFIX, Root(context), (_op("get", "Search users and groups together"),), in_spec=False),
-        Route(f"{PREFIX}/.search", Search(context), (
+        Route(PREFIX, Root(protocol), (_op("get", "Search users and groups together"),), in_spec=False),
+        Route(f"{PREFIX}/.search", Search(protocol), (
             _op("post", "Search users and groups together with a SearchRequest body"),
         ), in_spec=False),
     ]
     for endpoint, kind in (("Users", "user"), ("Groups", "group")):
         routes += [
-            Route(f"{PREFIX}/{endpoint}", Collection(context), (
+            Route(f"{PREFIX}/{endpoint}", Collection(protocol), (
                 _op("get", f"Search {kind}s (filter, sort, page)"),
                 _op("post", f"Create a {kind}", 201),
             ), in_spec=False),
-            Route(f"{PREFIX}/{endpoint}/.search", Search(context), (
+            Route(f"{PREFIX}/{endpoint}/.search", Search(protocol), (
                 _op("post", f"Search {kind}s with a SearchRequest body"),
             ), in_spec=False),
-            Route(f"{PREFIX}/{endpoint}/{{resource_id}}", Item(context), (
+            Route(f"{PREFIX}/{endpoint}/{{resource_id}}", Item(protocol), (
                 _op("get", f"Read a {kind}"),
                 _op("put", f"Replace a {kind}"),
                 _op("patch", f"Modify a {kind}"),

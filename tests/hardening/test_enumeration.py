@@ -160,3 +160,26 @@ def test_a_failed_check_is_the_work_of_one_check_at_the_configured_cost(locky_ap
         status, _ = timed_login(client, email, OTHER)
         assert status == 401
         assert sum(work) == 2 ** CONFIGURED, (email, work)
+
+
+def test_the_apps_of_one_process_share_the_dummy_hash_of_a_cost(locky_app_factory, monkeypatch):
+    """The dummy hash is made once per process and cost (``locky serve``'s workers
+    inherit the one its check at startup made): an app at a cost already seen makes no
+    hash as it starts, an app at another cost makes its own, at its cost."""
+    made: list[int] = []
+    real = bcrypt.hashpw
+
+    def counted(password, salt):
+        made.append(int(salt.split(b"$")[2]))
+        return real(password, salt)
+
+    monkeypatch.setattr(bcrypt, "hashpw", counted)
+    locky_app_factory(bcrypt_rounds=CONFIGURED)
+    made.clear()
+    locky_app_factory(bcrypt_rounds=CONFIGURED)
+    assert made == []
+    client = RecordingClient(locky_app_factory(bcrypt_rounds=CHEAP, login_max_failures=1000))
+    assert made == [CHEAP]
+    made.clear()
+    status, _ = timed_login(client, "nobody@example.com", OTHER)
+    assert (status, made) == (401, [])
