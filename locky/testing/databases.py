@@ -170,10 +170,27 @@ class ScratchDatabase:
                 cursor.execute("ROLLBACK")
                 raise
             return
-        cursor.execute("SET SESSION lock_wait_timeout = 10, SESSION foreign_key_checks = 0")
+        # MariaDB: TRUNCATE drops and makes again every table's file (a test's wipe took
+        # about 160 ms). Only the tables holding rows are emptied, with DELETE, and only
+        # the counters that handed out ids are reset, in place; one query finds both.
+        cursor.execute("SET SESSION lock_wait_timeout = 10, SESSION innodb_lock_wait_timeout = 10,"
+                       " SESSION foreign_key_checks = 0")
         try:
+            cursor.execute(
+                "SELECT table_name, auto_increment FROM information_schema.tables"
+                " WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
+            )
+            counters = {name: counter for name, counter in cursor.fetchall() if name in tables}
+            cursor.execute(" UNION ALL ".join(f"(SELECT '{table}' FROM `{table}` LIMIT 1)" for table in tables))
+            filled = {row[0] for row in cursor.fetchall()}
+            if filled:
+                cursor.execute("START TRANSACTION")
+                for table in sorted(filled):
+                    cursor.execute(f"DELETE FROM `{table}`")
+                cursor.execute("COMMIT")
             for table in tables:
-                cursor.execute(f"TRUNCATE TABLE `{table}`")
+                if table in filled or (counters.get(table) or 1) > 1:
+                    cursor.execute(f"ALTER TABLE `{table}` AUTO_INCREMENT = 1")
         finally:
             cursor.execute("SET SESSION foreign_key_checks = 1")
 
