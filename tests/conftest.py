@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,43 @@ _LEFT_OUT = pytest.StashKey[int]()
 
 #: The loggers ``locky``'s commands set up (``locky.cli.logs.configure_logging``).
 _CONFIGURED_LOGGERS = ("locky", "locky.access", "py.warnings")
+
+
+@pytest.fixture(scope="session")
+def sqlite_schema(tmp_path_factory) -> Path:
+    """An SQLite database holding this Locky's schema and nothing else, made once per test
+    process by Locky's own migrations (:func:`locky.migrations.prepare_storage`)."""
+    from locky.context import Context
+    from locky.migrations import prepare_storage
+    from locky.plugins import build_plugin_manager
+    from locky.testing import make_settings
+
+    folder = tmp_path_factory.mktemp("sqlite-schema")
+    path = folder / "locky.sqlite"
+    settings = make_settings(f"sqlite:///{path}", mail_dir=str(folder / "mail"))
+    context = Context(settings, build_plugin_manager(settings, ()))
+    try:
+        context.build_providers()
+        prepare_storage(context.storage, settings)
+    finally:
+        context.close()
+    left = sorted(other.name for other in folder.iterdir() if other.name not in ("locky.sqlite", "mail"))
+    assert not left, f"the schema's database left {left} beside it (a WAL not checkpointed at close?)"
+    return path
+
+
+@pytest.fixture
+def locky_database_url(tmp_path, locky_scratch_database, sqlite_schema) -> str:
+    """``locky.testing``'s, with an SQLite database that starts as a copy of
+    :func:`sqlite_schema`: making the schema anew (19 tables, a commit each) was most of
+    a test app's start, and so a good part of the suite's time. The tests of migrations
+    and of new databases make their own."""
+    if locky_scratch_database is None:
+        path = tmp_path / "locky.sqlite"
+        shutil.copyfile(sqlite_schema, path)
+        return f"sqlite:///{path}"
+    locky_scratch_database.wipe()
+    return locky_scratch_database.url
 
 
 @pytest.fixture(autouse=True)
