@@ -11,7 +11,7 @@ served by the app's :class:`~locky.scim.protocol.ScimProtocol`.
 the rest of a worker's start (about a second): so the protocol, and the libraries with
 it, load on an app's first SCIM request, once, and an app nobody provisions never loads
 them. Whether they are installed is checked when the routes are mounted, so that a
-broken installation still stops startup.
+broken installation still stops startup; ``locky check`` loads them.
 """
 
 from __future__ import annotations
@@ -108,12 +108,35 @@ def _op(method: str, summary: str, status: int = 200) -> Operation:
 
 
 @hookimpl
-def locky_routes(context):
+def locky_add_settings(settings):
+    """``locky check`` loads the SCIM protocol, as a worker's first SCIM request would."""
+    settings.add_check(check_protocol)
+
+
+def check_protocol(settings) -> None:
+    """Raise :class:`SettingsError` when SCIM's libraries are missing or do not load
+    (a version Locky does not work with), instead of the first SCIM request failing."""
+    _require_libraries()
+    try:
+        importlib.import_module("locky.scim.protocol")  # what a first request imports
+        importlib.import_module("locky.scim.discovery").provider()
+    except Exception as error:
+        raise SettingsError(f"SCIM does not load ({type(error).__name__}: {error}): reinstall Locky with its"
+                            " dependencies (pip install locky), or turn SCIM off"
+                            " (LOCKY_BLOCK_PLUGINS=locky.scim.routes)") from None
+
+
+def _require_libraries() -> None:
     missing = [name for name in LIBRARIES if importlib.util.find_spec(name) is None]
     if missing:
         verb = "is" if len(missing) == 1 else "are"
         raise SettingsError(f"SCIM needs {' and '.join(missing)}, which {verb} not installed: reinstall Locky"
                             " (pip install locky), or turn SCIM off (LOCKY_BLOCK_PLUGINS=locky.scim.routes)")
+
+
+@hookimpl
+def locky_routes(context):
+    _require_libraries()
     protocol = LazyProtocol(context)
     discovery = Discovery(protocol)
     routes = [

@@ -109,3 +109,29 @@ def test_an_app_without_the_scim_libraries_does_not_start(tmp_path):
     """)
     assert seen["error"] == ("SCIM needs scim2_server, which is not installed: reinstall Locky (pip install locky),"
                              " or turn SCIM off (LOCKY_BLOCK_PLUGINS=locky.scim.routes)")
+
+
+def test_locky_check_loads_the_scim_libraries_and_names_one_that_does_not_load(tmp_path):
+    """``locky check`` does what a worker's first SCIM request does, so a SCIM library of
+    a version that does not load is found before a provisioning system finds it."""
+    seen = run(tmp_path, """
+        from locky.scim.routes import check_protocol
+        from locky.settings import SettingsError
+
+        settings = Settings.load()
+        check_protocol(settings)
+        loaded = "scim2_server.handler" in sys.modules
+        for name in [name for name in sys.modules if name.startswith(("scim2_server", "locky.scim.protocol"))]:
+            del sys.modules[name]
+        sys.modules["scim2_server.handler"] = None  # installed, but a module of it does not import
+        try:
+            check_protocol(settings)
+        except SettingsError as error:
+            print(json.dumps({"loaded": loaded, "error": str(error)}))
+        else:
+            print(json.dumps({"loaded": loaded, "error": None}))
+    """)
+    assert seen["loaded"] is True
+    assert seen["error"] == ("SCIM does not load (ModuleNotFoundError: import of scim2_server.handler halted;"
+                             " None in sys.modules): reinstall Locky with its dependencies (pip install locky),"
+                             " or turn SCIM off (LOCKY_BLOCK_PLUGINS=locky.scim.routes)")
