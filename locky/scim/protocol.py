@@ -38,8 +38,8 @@ class ScimProtocol:
 
     @property
     def accounts(self) -> Accounts:
-        """Registration's service (users are created as /v1 registers them); built on
-        first use: it hashes a dummy password."""
+        """Registration's service (users are created as /v1 registers them), built on
+        first use."""
         if self._accounts is None:
             self._accounts = Accounts(self.context)
         return self._accounts
