@@ -40,21 +40,13 @@ _CONFIGURED_LOGGERS = ("locky", "locky.access", "py.warnings")
 @pytest.fixture(scope="session")
 def sqlite_schema(tmp_path_factory) -> Path:
     """An SQLite database holding this Locky's schema and nothing else, made once per test
-    process by Locky's own migrations (:func:`locky.migrations.prepare_storage`)."""
-    from locky.context import Context
-    from locky.migrations import prepare_storage
-    from locky.plugins import build_plugin_manager
+    process by Locky's own migrations (:func:`locky.storage.open_storage`, as at startup)."""
+    from locky.storage import open_storage
     from locky.testing import make_settings
 
     folder = tmp_path_factory.mktemp("sqlite-schema")
     path = folder / "locky.sqlite"
-    settings = make_settings(f"sqlite:///{path}", mail_dir=str(folder / "mail"))
-    context = Context(settings, build_plugin_manager(settings, ()))
-    try:
-        context.build_providers()
-        prepare_storage(context.storage, settings)
-    finally:
-        context.close()
+    open_storage(make_settings(f"sqlite:///{path}", mail_dir=str(folder / "mail"))).close()
     left = sorted(other.name for other in folder.iterdir() if other.name not in ("locky.sqlite", "mail"))
     assert not left, f"the schema's database left {left} beside it (a WAL not checkpointed at close?)"
     return path
