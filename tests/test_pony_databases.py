@@ -494,3 +494,31 @@ def test_a_bool_is_not_an_id(database_url):
             storage.users.update(True, name="Bea")
     finally:
         storage.close()
+
+
+def _gssencmode_of_a_pooled_connection(url: str, monkeypatch, environment: str | None) -> str:
+    if environment is None:
+        monkeypatch.delenv("PGGSSENCMODE", raising=False)
+    else:
+        monkeypatch.setenv("PGGSSENCMODE", environment)
+    storage = PonyStorage(make_settings(url, log_requests=False))
+    try:
+        pool = storage.db.provider.pool
+        connection, _ = pool.connect()
+        try:
+            return connection.get_dsn_parameters()["gssencmode"]
+        finally:
+            pool.release(connection)
+    finally:
+        storage.close()
+
+
+def test_postgresql_connections_ask_for_no_kerberos_encryption(postgres_database, monkeypatch):
+    """libpq asks for GSSAPI encryption on every connect unless told not to, and the
+    Kerberos library in psycopg2's wheel can crash a process whose threads connect at once;
+    Locky does not use Kerberos. An operator who does says so in the URL or PGGSSENCMODE."""
+    url = postgres_database.url
+    assert _gssencmode_of_a_pooled_connection(url, monkeypatch, None) == "disable"
+    separator = "&" if "?" in url else "?"
+    assert _gssencmode_of_a_pooled_connection(f"{url}{separator}gssencmode=prefer", monkeypatch, None) == "prefer"
+    assert _gssencmode_of_a_pooled_connection(url, monkeypatch, "prefer") == "prefer"

@@ -12,6 +12,7 @@ here knows about a particular storage plugin's tables.
 
 from __future__ import annotations
 
+import os
 import secrets
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ def connect(url: str, *, autocommit: bool = True, timeout: int = 5):
         connection = psycopg2.connect(
             host=parts.hostname, port=parts.port or 5432, user=user, password=password,
             dbname=database, connect_timeout=timeout, application_name="locky-tests",
+            # as the service's own connections (plugins/locky_pony/database.py)
+            **({} if "PGGSSENCMODE" in os.environ else {"gssencmode": "disable"}),
         )
         connection.autocommit = autocommit
         return connection

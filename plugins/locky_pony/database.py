@@ -6,6 +6,7 @@ runs at startup (``Storage.migrate``) and ``locky migrate`` runs on demand.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from typing import Any, Callable
@@ -54,11 +55,17 @@ def bind_arguments(settings: Settings, url: str | None = None, name: str = "LOCK
         # Query parameters are libpq's own (sslmode=require, ...). tcp_user_timeout and
         # keepalives find a network that drops packets; a server that keeps the
         # connection open but never answers is the watchdog's (deadline.py).
+        # gssencmode: libpq's default asks for Kerberos encryption on every connect, and
+        # the Kerberos library inside psycopg2's wheel can crash the process when threads
+        # connect at once; Locky never uses it. ``?gssencmode=prefer`` or PGGSSENCMODE
+        # turns it back on.
+        gss = {} if "PGGSSENCMODE" in os.environ else {"gssencmode": "disable"}
         return {
             "provider": "postgres", "host": parts.hostname, "port": port or 5432, "user": user,
             "password": password, "database": database, "connect_timeout": timeout,
             "tcp_user_timeout": timeout * 1000, "keepalives": 1, "keepalives_idle": timeout,
-            "keepalives_interval": 1, "keepalives_count": 3, "application_name": "locky", **options,
+            "keepalives_interval": 1, "keepalives_count": 3, "application_name": "locky", **gss,
+            **options,
         }
     if options:
         raise SettingsError("LOCKY_DATABASE_URL takes no query parameters for mysql://")
