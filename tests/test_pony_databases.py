@@ -20,7 +20,7 @@ from locky.app import create_app
 from locky.errors import NotFound
 from locky.settings import SettingsError
 from locky.testing import ADMIN_EMAIL, PASSWORD, LockyClient, make_settings
-from locky.testing.databases import connect, engine
+from locky.testing.databases import SCHEMA_TABLES, connect, engine
 from locky.testing.databases import run_sql as raw
 from locky_pony import PonyStorage
 from locky_pony.migrations import LATEST as SCHEMA_VERSION
@@ -522,3 +522,35 @@ def test_postgresql_connections_ask_for_no_kerberos_encryption(postgres_database
     separator = "&" if "?" in url else "?"
     assert _gssencmode_of_a_pooled_connection(f"{url}{separator}gssencmode=prefer", monkeypatch, None) == "prefer"
     assert _gssencmode_of_a_pooled_connection(url, monkeypatch, "prefer") == "prefer"
+
+
+def test_the_scratch_database_wipe_empties_every_table_and_restarts_ids(server_url, request):
+    """``ScratchDatabase.wipe`` (the kit's reset between tests): rows gone, the schema's
+    version kept, and ids from 1 again, also in a table a test emptied itself."""
+    kind = engine(server_url)
+    scratch = request.getfixturevalue(f"{kind}_database")
+    app = app_for(server_url)
+    try:
+        client = LockyClient(app)
+        client.account(ADMIN_EMAIL, verified=True)
+        for name in ("a", "b"):
+            assert client.simulate_post("/v1/public/users/register", json={
+                "name": name, "email": f"{name}@example.com", "password": PASSWORD}).status_code == 201
+    finally:
+        app.close()
+    assert raw(server_url, "SELECT count(*) FROM locky_groups")[0][0] == 0
+    raw(server_url, "DELETE FROM locky_sessions")  # emptied by the test: its counter has moved
+    scratch.wipe()
+    kept = {table: raw(server_url, f"SELECT count(*) FROM {table}")[0][0] for table in SCHEMA_TABLES}
+    assert all(kept.values()), kept
+    for table in set(scratch.tables()) - set(SCHEMA_TABLES):
+        assert raw(server_url, f"SELECT count(*) FROM {table}")[0][0] == 0, table
+    app = app_for(server_url)
+    try:
+        client = LockyClient(app)
+        admin = client.account(ADMIN_EMAIL, verified=True)
+        assert client.simulate_get("/v1/internal/users/me", headers=admin.headers).json["id"] == 1
+        rows = raw(server_url, "SELECT id FROM locky_sessions ORDER BY id")
+        assert rows and rows[0][0] == 1
+    finally:
+        app.close()

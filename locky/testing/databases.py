@@ -149,41 +149,49 @@ class ScratchDatabase:
             self._wipe()
 
     def _wipe(self) -> None:
+        if engine(self.url) != "postgres":
+            self._wipe_mysql()
+            return
         tables = [table for table in self.tables() if table not in SCHEMA_TABLES]
         if not tables:
             return
         cursor = self._cursor()
-        if engine(self.url) == "postgres":
-            # DELETE, children first, and sequences reset: on a few rows much faster
-            # than TRUNCATE, which makes new files for every table.
-            # lock_timeout fails fast instead of waiting behind a connection some
-            # test leaked in the middle of a transaction.
-            cursor.execute("SET lock_timeout = '10s'")
-            cursor.execute("BEGIN")
-            try:
-                for table in self._children_first(cursor, tables):
-                    cursor.execute(f'DELETE FROM "{table}"')
-                cursor.execute(
-                    "SELECT setval(c.oid::regclass, 1, false) FROM pg_class c"
-                    " JOIN pg_namespace n ON n.oid = c.relnamespace"
-                    " WHERE c.relkind = 'S' AND n.nspname = current_schema()"
-                )
-                cursor.execute("COMMIT")
-            except BaseException:
-                cursor.execute("ROLLBACK")
-                raise
+        # DELETE, children first, and sequences reset: on a few rows much faster
+        # than TRUNCATE, which makes new files for every table.
+        # lock_timeout fails fast instead of waiting behind a connection some
+        # test leaked in the middle of a transaction.
+        cursor.execute("SET lock_timeout = '10s'")
+        cursor.execute("BEGIN")
+        try:
+            for table in self._children_first(cursor, tables):
+                cursor.execute(f'DELETE FROM "{table}"')
+            cursor.execute(
+                "SELECT setval(c.oid::regclass, 1, false) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE c.relkind = 'S' AND n.nspname = current_schema()"
+            )
+            cursor.execute("COMMIT")
+        except BaseException:
+            cursor.execute("ROLLBACK")
+            raise
+
+    def _wipe_mysql(self) -> None:
+        # TRUNCATE drops and makes again every table's file (a test's wipe took about
+        # 160 ms). Only the tables holding rows are emptied, with DELETE, and only the
+        # counters that handed out ids are reset, in place. One read of the catalogue
+        # gives the tables and their counters, one query the tables holding rows.
+        cursor = self._cursor()
+        cursor.execute(
+            "SELECT table_name, auto_increment FROM information_schema.tables"
+            " WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
+        )
+        counters = {name: counter for name, counter in cursor.fetchall() if name not in SCHEMA_TABLES}
+        tables = sorted(counters)
+        if not tables:
             return
-        # MariaDB: TRUNCATE drops and makes again every table's file (a test's wipe took
-        # about 160 ms). Only the tables holding rows are emptied, with DELETE, and only
-        # the counters that handed out ids are reset, in place; one query finds both.
         cursor.execute("SET SESSION lock_wait_timeout = 10, SESSION innodb_lock_wait_timeout = 10,"
                        " SESSION foreign_key_checks = 0")
         try:
-            cursor.execute(
-                "SELECT table_name, auto_increment FROM information_schema.tables"
-                " WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
-            )
-            counters = {name: counter for name, counter in cursor.fetchall() if name in tables}
             cursor.execute(" UNION ALL ".join(f"(SELECT '{table}' FROM `{table}` LIMIT 1)" for table in tables))
             filled = {row[0] for row in cursor.fetchall()}
             if filled:
