@@ -194,6 +194,7 @@ def build(directory: Path, users: int, lines: int, per_role: int, database_url: 
         group_uuids = sorted({g for _, g, _ in held})
     finally:
         app.close()
+    seed.settle(settings)  # the roles and grants added here too
     return {"settings": settings, "seeded": seeded, "held": held, "users": [u.uuid for u in user_rows],
             "groups": group_uuids, "roles": roles, "per_role": per_role, "lines": roles * per_role,
             "seconds": time.perf_counter() - started}

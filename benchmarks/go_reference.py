@@ -348,6 +348,7 @@ def seed_go(mysql_url: str, users: int, groups: int, memberships: int) -> list[i
         connection.commit()
     finally:
         connection.close()
+    seed.settle(Settings.load(environ={}, database_url=url))  # as Locky's (benchmarks/seed.py)
     return list(range(1, users + 1))
 
 

@@ -386,6 +386,7 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
     for lines in POLICY_SIZES[1:]:
         urls[lines] = copy_database(engine, database_url, workdir, server_url, f"{BENCH_DB}_p{lines}")
         seed.set_policy_lines(settings.replace(database_url=urls[lines]), seeded, lines)
+        seed.settle(settings.replace(database_url=urls[lines]))
 
     log(f"[{engine}] startup ...")
     startup = startup_seconds(workdir, database_url)
