@@ -37,8 +37,11 @@ _IN_BLOCK: ContextVar[bool] = ContextVar("locky_cache_in_block", default=False)
 class Cache:
     """Values by key, each kept at most ``max_age`` seconds, usable while ``fresh()``.
     An entry may carry tags: :meth:`drop_tag` drops every entry with that tag. An entry
-    weighs 1 unless :meth:`put` says more (a page weighs its records): a cache whose
-    entries would weigh more than ``max_entries`` together is emptied."""
+    weighs 1 unless :meth:`put` says more (a page weighs its records); the entries weigh
+    at most ``max_entries`` together: a new one makes room by dropping the oldest kept
+    (they expire first, and a working set a little larger than the bound keeps most of
+    its entries, where emptying a full cache lost them all at once, every time it
+    filled)."""
 
     def __init__(self, max_age: float, fresh: Callable[[], bool], max_entries: int = 100_000,
                  fresh_to_store: Callable[[], bool] | None = None):
@@ -47,7 +50,8 @@ class Cache:
         self.fresh_to_store = fresh_to_store or fresh
         self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._entries: dict[Hashable, tuple[Any, float, int]] = {}  # value, when kept, weight
+        # value, when kept, weight, tags; oldest first (a key kept again moves to the end)
+        self._entries: dict[Hashable, tuple[Any, float, int, tuple[str, ...]]] = {}
         self._weight = 0
         self._tagged: dict[str, set[Hashable]] = {}
         self._generation = 0
@@ -110,20 +114,27 @@ class Cache:
             if token != self._generation or weight > self.max_entries:
                 return
             self._pop(key)
-            if self._weight + weight > self.max_entries:
-                self._entries.clear()
-                self._tagged.clear()
-                self._weight = 0
-            self._entries[key] = (value, time.monotonic(), weight)
+            entries = self._entries
+            while self._weight + weight > self.max_entries:
+                self._pop(next(iter(entries)))  # the oldest
+            entries[key] = (value, time.monotonic(), weight, tags)
             self._weight += weight
             for tag in tags:
                 self._tagged.setdefault(tag, set()).add(key)
 
     def _pop(self, key: Hashable) -> None:
-        """Forget ``key``'s entry (the lock held)."""
+        """Forget ``key``'s entry, and it from its tags (the lock held)."""
         entry = self._entries.pop(key, None)
-        if entry is not None:
-            self._weight -= entry[2]
+        if entry is None:
+            return
+        self._weight -= entry[2]
+        tagged = self._tagged
+        for tag in entry[3]:
+            keys = tagged.get(tag)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del tagged[tag]
 
     def drop(self, key: Hashable) -> None:
         with self._lock:
@@ -355,7 +366,7 @@ class CachingStorage:
 
     ``max_age`` bounds how long an entry is kept at all: what changes the database
     without going through a wrapper (a hand-written ``UPDATE``) is seen after it.
-    ``max_entries`` bounds the memory it takes: a full cache is emptied. What the cache
+    ``max_entries`` bounds the memory it takes: a full cache drops its oldest entries. What the cache
     keeps is what the bus declares (:class:`~locky.cache.bus.Keeps`), and under every bus
     the roles users hold in groups (outside atomic blocks: :class:`_Members`): under a bus that
     keeps only user records (:mod:`locky_pony.revision_bus`) sessions and the policy
