@@ -205,6 +205,13 @@ class GroupStore(RecordStore[Group], Protocol):
         a live group has the name, also under concurrent inserts from threads and other
         processes (the database enforces it)."""
 
+    def get_many_by_uuid(self, uuids: Iterable[str]) -> dict[str, Group]:
+        """:meth:`get_by_uuid` of many uuids in one read, as
+        :meth:`UserStore.get_many_by_uuid`: the live groups found, keyed by uuid; a uuid
+        with none (or a value that is no string) is left out. A page of SCIM users reads
+        the groups they are in with it (docs/http/scim.md); a storage without it is asked
+        :meth:`get_by_uuid` once per group."""
+
     def for_update(self, uuid: str) -> Group | None:
         """The live group ``uuid`` as stored now, or ``None`` (unknown, deleted, or
         ``uuid`` not a ``str``), read from the primary.
@@ -265,6 +272,18 @@ class MemberStore(RecordStore[Member], Protocol):
         of each pair's live membership in the live group, keyed by the pair; a pair with
         none (or with a value that is no string) is left out. A batch of checks reads the
         memberships it needs with it, in one storage round trip (docs/http/authorization.md)."""
+
+    def of_users(self, user_uuids: Iterable[str]) -> list[Member]:
+        """The live memberships of any of these users, oldest first (by id), in one read;
+        a value that is no string is left out. A page of SCIM users reads their groups
+        with it (docs/http/scim.md); a storage without it is listed user by user
+        (:meth:`RecordStore.list` with ``user_uuid``)."""
+
+    def of_groups(self, group_uuids: Iterable[str]) -> list[Member]:
+        """The live memberships in any of these groups, oldest first (by id), in one
+        read; a value that is no string is left out. A page of SCIM groups reads their
+        members with it; a storage without it is listed group by group
+        (:meth:`RecordStore.list` with ``group_uuid``)."""
 
 
 class RoleStore(RecordStore[Role], Protocol):

@@ -96,7 +96,7 @@ STORES: dict[str, dict[str, Effect]] = {
         "mark_verified": moves(USER_UUID, "uuid"),
     },
     "groups": {
-        **_RECORD_READS, "for_update": READ,
+        **_RECORD_READS, "for_update": READ, "get_many_by_uuid": READ,
         "create": UNCACHED,  # its owner's membership names a group nobody could ask about before
         "update": UNCACHED,
         "delete": moves(MEMBERS),  # its memberships end with it
@@ -104,7 +104,7 @@ STORES: dict[str, dict[str, Effect]] = {
     # The roles in groups every group-scoped decision asks for: the storage cache keeps
     # them under every bus (outside atomic blocks), as it keeps user records. They move
     # no policy revision.
-    "members": {**_RECORD_READS, "role_of": KEPT, "roles_in": KEPT,
+    "members": {**_RECORD_READS, "role_of": KEPT, "roles_in": KEPT, "of_users": READ, "of_groups": READ,
                 "create": moves(MEMBERS), "delete": moves(MEMBERS)},
     "roles": {
         **_RECORD_READS, "custom_permissions": READ,

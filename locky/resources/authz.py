@@ -14,6 +14,7 @@ from typing import Any, ContextManager
 
 from marshmallow import ValidationError
 
+from locky.batch_reads import by_uuid
 from locky.errors import Invalid, NotSupported
 from locky.http.media import QueryLoader, first_message, load_query, read_json
 from locky.records import Identity, User
@@ -73,10 +74,7 @@ class Decisions:
     def users_of(self, uuids) -> dict[str, User]:
         """The live users of ``uuids`` by uuid, in one storage read when the storage can
         (``get_many_by_uuid``), else one by one."""
-        many = getattr(self.users, "get_many_by_uuid", None)
-        if many is not None:
-            return many(uuids)
-        return {uuid: user for uuid in dict.fromkeys(uuids) if (user := self.users.get_by_uuid(uuid)) is not None}
+        return by_uuid(self.users, uuids)
 
     def allowed(self, user: User | None, resource: str, action: str, group_uuid: str | None,
                 policy_revision: int | None = None) -> bool:

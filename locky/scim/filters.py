@@ -28,6 +28,7 @@ from scim2_models.path import CompareOperator, Comparison
 from scim2_server.storage import SearchPage
 from scim2_server.utils import parametrize
 
+from locky.batch_reads import by_uuid
 from locky.paging import every
 
 from . import mapping
@@ -83,17 +84,20 @@ def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> Sea
     if scim_filter is None and search_request.sort_by is None:
         # Every record matches, in id order: only the page answered becomes a resource.
         records = [(kind, r) for kind in kinds for r in _records(context, kind, None)]
-        return SearchPage(len(records), [_resource(context, kind, r) for kind, r in records[start:stop]])
-    # A user's groups and a group's members (and so its version) cost a read of
-    # memberships each: read them only for the page answered, unless the filter or the
-    # order looks at them.
+        return SearchPage(len(records), _whole(context, records[start:stop]))
+    # A user's groups and a group's members (and so its version) cost reads of
+    # memberships and groups: read them only for the page answered, unless the filter
+    # or the order looks at them.
     looked_at = f"{scim_filter or ''} {search_request.sort_by or ''}".lower()
     complete = any(word in looked_at for word in ("groups", "members", "version"))
     resources = []
     for kind in kinds:
-        resources += [mapping.user_resource(context, r, with_groups=complete) if kind == "User"
-                      else mapping.group_resource(context, r, None if complete else [])
-                      for r in _records(context, kind, scim_filter)]
+        records = _records(context, kind, scim_filter)
+        if complete:
+            resources += mapping.resources(context, kind, records)
+        else:
+            resources += [mapping.user_resource(context, r, with_groups=False) if kind == "User"
+                          else mapping.group_resource(context, r, []) for r in records]
     if scim_filter is not None and not scim_filter.models and resources:
         models = tuple(dict.fromkeys(type(r) for r in resources))
         scim_filter = parametrize(ScimFilter, Union[models])(str(scim_filter))  # noqa: UP007
@@ -102,17 +106,25 @@ def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> Sea
         found = search_request.sort(found)
     page = found[start:stop]
     if not complete:
-        page = [_completed(context, r) for r in page]
+        page = _completed(context, page)
     return SearchPage(len(found), page)
 
 
-def _resource(context, kind: str, record):
-    """The whole resource of a record (with its memberships)."""
-    return mapping.user_resource(context, record) if kind == "User" else mapping.group_resource(context, record)
+def _whole(context, records: list[tuple[str, Any]]) -> list:
+    """The whole resources (with their memberships) of ``(kind, record)`` pairs, in
+    order: the memberships of each kind's records read at once (:func:`mapping.resources`)."""
+    made = {kind: iter(mapping.resources(context, kind, [r for k, r in records if k == kind]))
+            for kind in dict.fromkeys(kind for kind, _ in records)}
+    return [next(made[kind]) for kind, _ in records]
 
 
-def _completed(context, resource):
-    """A resource read without its memberships, with them (and its true version)."""
-    kind = resource.meta.resource_type
-    record = (context.storage.users if kind == "User" else context.storage.groups).get_by_uuid(resource.id)
-    return _resource(context, kind, record) if record is not None else resource
+def _completed(context, page: list) -> list:
+    """Resources read without their memberships, with them (and their true versions),
+    each record read again: a few reads per kind, however long the page."""
+    kinds = [resource.meta.resource_type for resource in page]
+    records = {kind: by_uuid(context.storage.users if kind == "User" else context.storage.groups,
+                             [r.id for r, k in zip(page, kinds) if k == kind])
+               for kind in dict.fromkeys(kinds)}
+    found = [(kind, records[kind].get(resource.id)) for resource, kind in zip(page, kinds)]
+    whole = iter(_whole(context, [(kind, record) for kind, record in found if record is not None]))
+    return [next(whole) if record is not None else resource for resource, (_, record) in zip(page, found)]

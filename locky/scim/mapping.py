@@ -17,7 +17,7 @@ from typing import Any
 
 from scim2_models import Resource
 
-from locky.paging import every
+from locky.batch_reads import by_uuid, memberships_in_groups, memberships_of_users
 from locky.records import Group, User
 
 from .discovery import provider
@@ -41,20 +41,22 @@ def _meta(resource_type: str, record, version: str) -> dict:
             "lastModified": _aware(record.updated_at), "version": version}
 
 
-def user_groups(context, user: User) -> list[dict]:
-    """The user's groups as the readOnly ``groups`` attribute shows them."""
-    found = []
-    for member in every(context.storage.members, user_uuid=user.uuid):
-        group = context.storage.groups.get_by_uuid(member.group_uuid)
-        if group is not None:
-            found.append({"value": group.uuid, "$ref": f"Groups/{group.uuid}", "display": group.name})
-        if len(found) >= MAX_MEMBERS:
-            break
+def groups_of_users(context, users: list[User]) -> dict[str, list[dict]]:
+    """Each user's readOnly ``groups`` attribute, by uuid (at most :data:`MAX_MEMBERS`
+    each): the memberships of all of them in one read, and their groups in one more."""
+    found: dict[str, list[dict]] = {user.uuid: [] for user in users}
+    memberships = memberships_of_users(context.storage.members, list(found))
+    groups = by_uuid(context.storage.groups, list(dict.fromkeys(m.group_uuid for m in memberships)))
+    for member in memberships:
+        shown, group = found.get(member.user_uuid), groups.get(member.group_uuid)
+        if shown is not None and group is not None and len(shown) < MAX_MEMBERS:
+            shown.append({"value": group.uuid, "$ref": f"Groups/{group.uuid}", "display": group.name})
     return found
 
 
-def user_resource(context, user: User, *, with_groups: bool = True) -> Resource:
-    """``user`` as a SCIM ``User``."""
+def user_resource(context, user: User, *, with_groups: bool = True, groups: list[dict] | None = None) -> Resource:
+    """``user`` as a SCIM ``User``; ``groups`` is its ``groups`` attribute when already
+    read (:func:`groups_of_users`), else it is read here unless ``with_groups`` is false."""
     model = provider().model_for("User")
     data: dict[str, Any] = {
         "schemas": [model.__schema__ if isinstance(model.__schema__, str) else str(model.__schema__)],
@@ -67,27 +69,28 @@ def user_resource(context, user: User, *, with_groups: bool = True) -> Resource:
         "emails": [{"value": user.email, "primary": True}],
         "meta": _meta("User", user, weak_etag(user.uuid, user.updated_at.isoformat())),
     }
-    if with_groups:
-        groups = user_groups(context, user)
-        if groups:
-            data["groups"] = groups
+    if groups is None and with_groups:
+        groups = groups_of_users(context, [user])[user.uuid]
+    if groups:
+        data["groups"] = groups
     return model.model_validate(data)
 
 
-def group_members(context, group: Group) -> list:
-    """The group's live memberships, oldest first (at most :data:`MAX_MEMBERS`)."""
-    found = []
-    for member in every(context.storage.members, group_uuid=group.uuid):
-        found.append(member)
-        if len(found) >= MAX_MEMBERS:
-            break
+def members_of_groups(context, groups: list[Group]) -> dict[str, list]:
+    """Each group's live memberships, oldest first (at most :data:`MAX_MEMBERS` each), by
+    uuid: those of all of them in one read."""
+    found: dict[str, list] = {group.uuid: [] for group in groups}
+    for member in memberships_in_groups(context.storage.members, list(found)):
+        shown = found.get(member.group_uuid)
+        if shown is not None and len(shown) < MAX_MEMBERS:
+            shown.append(member)
     return found
 
 
 def group_resource(context, group: Group, members: list | None = None) -> Resource:
     """``group`` as a SCIM ``Group``; ``members`` are its memberships when already read."""
     model = provider().model_for("Group")
-    members = group_members(context, group) if members is None else members
+    members = members_of_groups(context, [group])[group.uuid] if members is None else members
     data: dict[str, Any] = {
         "schemas": [str(model.__schema__)],
         "id": group.uuid,
@@ -100,3 +103,13 @@ def group_resource(context, group: Group, members: list | None = None) -> Resour
         data["members"] = [{"value": m.user_uuid, "$ref": f"Users/{m.user_uuid}", "type": "User"}
                            for m in members]
     return model.model_validate(data)
+
+
+def resources(context, kind: str, records: list) -> list[Resource]:
+    """``records`` of ``kind`` (``User`` or ``Group``) as whole SCIM resources, in order:
+    the memberships of all of them (a user's groups, a group's members) read at once."""
+    if kind == "User":
+        groups = groups_of_users(context, records)
+        return [user_resource(context, r, groups=groups[r.uuid]) for r in records]
+    members = members_of_groups(context, records)
+    return [group_resource(context, r, members[r.uuid]) for r in records]

@@ -660,19 +660,25 @@ class StorageContract:
             kept = seeded.members.create(group_uuid=group.uuid, user_uuid=bob.uuid, role="member")
         assert seeded.members.get(kept.id) == kept
 
-    def test_member_roles_in_reads_many_pairs_as_role_of_does(self, seeded):
+    def memberships(self, seeded) -> tuple:
+        """A small world of memberships: the owner of groups ``one``, ``two`` and a
+        deleted one, ``gone``; bob in ``two`` (member) and then ``one`` (viewer); carol
+        left ``two`` and was in ``gone``. With a uuid nobody has."""
         owner = self.user(seeded)
         bob = self.user(seeded, "bob@example.com", "Bob")
         carol = self.user(seeded, "carol@example.com", "Carol")
         one, two = self.group(seeded, owner, "one"), self.group(seeded, owner, "two")
         gone = self.group(seeded, owner, "gone")
-        seeded.members.create(group_uuid=one.uuid, user_uuid=bob.uuid, role="viewer")
         seeded.members.create(group_uuid=two.uuid, user_uuid=bob.uuid, role="member")
+        seeded.members.create(group_uuid=one.uuid, user_uuid=bob.uuid, role="viewer")
         left = seeded.members.create(group_uuid=two.uuid, user_uuid=carol.uuid, role="member")
         seeded.members.delete(left.id)
         seeded.members.create(group_uuid=gone.uuid, user_uuid=carol.uuid, role="member")
-        seeded.groups.delete(gone.id)
-        nobody = "00000000-0000-4000-8000-000000000000"
+        seeded.groups.delete(gone.id)  # ends carol's membership there
+        return owner, bob, carol, one, two, gone, "00000000-0000-4000-8000-000000000000"
+
+    def test_member_roles_in_reads_many_pairs_as_role_of_does(self, seeded):
+        owner, bob, carol, one, two, gone, nobody = self.memberships(seeded)
         pairs = [(u.uuid, g.uuid) for u in (owner, bob, carol) for g in (one, two, gone)]
         pairs += [(bob.uuid, nobody), (nobody, one.uuid), (bob.uuid, one.uuid), (None, one.uuid), (bob.uuid, 7)]
         expected = {pair: seeded.members.role_of(*pair) for pair in pairs[:9]}
@@ -687,6 +693,48 @@ class StorageContract:
             seeded.members.create(group_uuid=one.uuid, user_uuid=user.uuid, role="member")
         wanted = [(u.uuid, one.uuid) for u in users] + [(u.uuid, two.uuid) for u in users]
         assert seeded.members.roles_in(wanted) == {(u.uuid, one.uuid): "member" for u in users[::3]}
+
+    def test_members_of_users_and_of_groups_read_many_at_once_as_lists_do(self, seeded):
+        owner, bob, carol, one, two, gone, nobody = self.memberships(seeded)
+
+        def listed(field: str, uuids: list[str]) -> list:
+            """What the lists answer, user by user (or group by group), oldest first."""
+            return sorted((m for uuid in uuids for m in seeded.members.list(limit=500, **{field: uuid}).items),
+                          key=lambda m: m.id)
+
+        asked_users = [bob.uuid, owner.uuid, carol.uuid, nobody, None, 7, bob.uuid]
+        mine = seeded.members.of_users(iter(asked_users))
+        assert mine == listed("user_uuid", [owner.uuid, bob.uuid])
+        assert [(m.user_uuid, m.group_uuid, m.role) for m in mine] == [
+            (owner.uuid, one.uuid, "owner"), (owner.uuid, two.uuid, "owner"),
+            (bob.uuid, two.uuid, "member"), (bob.uuid, one.uuid, "viewer")]  # oldest first
+        asked_groups = [two.uuid, one.uuid, gone.uuid, nobody, None, 7]
+        inside = seeded.members.of_groups(iter(asked_groups))
+        assert inside == listed("group_uuid", [one.uuid, two.uuid])
+        assert [(m.user_uuid, m.group_uuid) for m in inside] == [
+            (owner.uuid, one.uuid), (owner.uuid, two.uuid), (bob.uuid, two.uuid), (bob.uuid, one.uuid)]
+        assert seeded.members.of_users([]) == [] and seeded.members.of_groups([carol.uuid]) == []
+        # More users than fit one list of values, several memberships each.
+        users = [self.user(seeded, f"u{i}@example.com", f"U{i}") for i in range(140)]
+        for user in users[::2]:
+            seeded.members.create(group_uuid=one.uuid, user_uuid=user.uuid, role="member")
+            seeded.members.create(group_uuid=two.uuid, user_uuid=user.uuid, role="viewer")
+        many = seeded.members.of_users([u.uuid for u in users])
+        assert [(m.user_uuid, m.group_uuid) for m in many] == [
+            (u.uuid, g.uuid) for u in users[::2] for g in (one, two)]
+        assert [m.id for m in many] == sorted(m.id for m in many)
+
+    def test_group_get_many_by_uuid_reads_as_get_by_uuid_does(self, seeded):
+        owner = self.user(seeded)
+        one, two = self.group(seeded, owner, "one"), self.group(seeded, owner, "two")
+        gone = self.group(seeded, owner, "gone")
+        seeded.groups.delete(gone.id)
+        nobody = "00000000-0000-4000-8000-000000000000"
+        asked = [two.uuid, one.uuid, gone.uuid, nobody, None, 7, one.uuid]
+        assert seeded.groups.get_many_by_uuid(iter(asked)) == {one.uuid: one, two.uuid: two}
+        assert seeded.groups.get_many_by_uuid([]) == {}
+        many = [self.group(seeded, owner, f"g{i}") for i in range(140)]
+        assert seeded.groups.get_many_by_uuid([g.uuid for g in many]) == {g.uuid: g for g in many}
 
     def test_one_live_membership_per_group_and_user(self, seeded):
         owner = self.user(seeded)

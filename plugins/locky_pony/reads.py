@@ -251,9 +251,10 @@ class RecordReads:
         return self.columns.build(rows[0]) if rows else None
 
     def find_many(self, name: str, values: list) -> list:
-        """The live records whose column ``name`` is one of ``values`` (unique among live
-        rows), in no order: one statement per :data:`IN_CHUNK` values, its ``IN`` list
-        padded (:func:`padded`) so that a few statement texts serve every size."""
+        """The live records whose column ``name`` is one of ``values`` (several for a
+        value where the column is not unique), in no order: one statement per
+        :data:`IN_CHUNK` values, its ``IN`` list padded (:func:`padded`) so that a few
+        statement texts serve every size."""
         found = []
         for chunk in chunks(values):
             chunk = padded(chunk)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import uuid as uuidlib
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, Callable, Iterable
 
 from locky import Conflict, Group, Invalid, Member, NotFound, Page, Permission, Role, User, utcnow
@@ -101,6 +102,15 @@ class Collection:
 
     def get_by_uuid(self, uuid: str):
         return self.reads.find(uuid=uuid) if isinstance(uuid, str) else None
+
+    def get_many_by_uuid(self, uuids: Iterable[str]) -> dict[str, Any]:
+        return {record.uuid: record for record in self._live_of("uuid", uuids)}
+
+    def _live_of(self, name: str, values: Iterable[Any]) -> list:
+        """The live records whose column ``name`` is one of the ``str`` among ``values``,
+        in no order, in one statement per :data:`.reads.IN_CHUNK` values."""
+        wanted = sorted({value for value in values if isinstance(value, str)})
+        return self.reads.find_many(name, wanted) if wanted else []
 
     def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page:
         return self.reads.page(after_id, limit, self.given_filters(filters))
@@ -207,10 +217,6 @@ class UserStore(Collection):
     def get_by_email(self, email: str) -> User | None:
         return self.reads.find(email=_email(email)) if isinstance(email, str) else None
 
-    def get_many_by_uuid(self, uuids: Iterable[str]) -> dict[str, User]:
-        wanted = sorted({uuid for uuid in uuids if isinstance(uuid, str)})
-        return {user.uuid: user for user in self.reads.find_many("uuid", wanted)} if wanted else {}
-
     @transaction
     def update(self, id: int, **changes: Any) -> User:
         if "email" in changes:
@@ -298,6 +304,12 @@ class GroupStore(Collection):
 class MemberStore(Collection):
     entity_name, record, to_record = "Member", Member, staticmethod(member_record)
     filters = ("group_uuid", "user_uuid", "role")
+
+    def of_users(self, user_uuids: Iterable[str]) -> list[Member]:
+        return sorted(self._live_of("user_uuid", user_uuids), key=attrgetter("id"))
+
+    def of_groups(self, group_uuids: Iterable[str]) -> list[Member]:
+        return sorted(self._live_of("group_uuid", group_uuids), key=attrgetter("id"))
 
     @transaction
     def create(self, *, group_uuid: str, user_uuid: str, role: str,

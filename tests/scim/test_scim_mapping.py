@@ -722,3 +722,92 @@ def test_discovery_documents(scim):
     assert config["filter"]["supported"] is True and config["filter"]["maxResults"] > 0
     assert config["etag"]["supported"] is True
     assert [s["type"] for s in config["authenticationSchemes"]] == ["oauthbearertoken"]
+
+
+# -- reading a page ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store_calls(locky_client, monkeypatch):
+    """The calls a request makes to the membership and group reads a SCIM page may use
+    (``"members.of_users"``, ``"groups.get_by_uuid"`` ...), counted on the app's storage."""
+    from collections import Counter
+
+    storage, calls = locky_client.app.context.storage, Counter()
+
+    def counted(name: str, method):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return method(*args, **kwargs)
+        return call
+
+    for store, names in (("members", ("list", "of_users", "of_groups")),
+                         ("groups", ("get_by_uuid", "get_many_by_uuid"))):
+        for name in names:
+            monkeypatch.setattr(getattr(storage, store), name, counted(f"{store}.{name}",
+                                                                          getattr(getattr(storage, store), name)))
+    return calls
+
+
+def test_a_page_reads_the_memberships_of_all_its_resources_at_once(scim, store_calls):
+    users = [scim.user(f"page{i:02}@example.com", f"Page {i}") for i in range(12)]
+    one = scim.group("Page one", [u["id"] for u in users[:8]])
+    two = scim.group("Page two", [u["id"] for u in users[4:]])
+    expected = {u["userName"]: ["Page one"] * (i < 8) + ["Page two"] * (i >= 4) for i, u in enumerate(users)}
+    expected[ADMIN] = []
+
+    def groups_shown(listing: dict) -> dict:
+        return {r["userName"]: [g["display"] for g in r.get("groups", [])] for r in listing["Resources"]}
+
+    for params, shown in (
+            ({}, {**expected}),  # every user, whole: read for the page
+            ({"filter": 'userName sw "page"'}, {k: v for k, v in expected.items() if k != ADMIN}),  # completed
+            ({"filter": f'groups.value eq "{two["id"]}"'},  # the filter looks at the groups
+             {k: v for k, v in expected.items() if "Page two" in v})):
+        store_calls.clear()
+        listing = scim.search(**params)
+        assert groups_shown(listing) == shown, params
+        assert store_calls == {"members.of_users": 1, "groups.get_many_by_uuid": 1}, params
+    listed = {r["userName"]: r for r in scim.search()["Resources"]}
+    assert listed["page05@example.com"]["groups"] == [
+        {"value": one["id"], "$ref": listed["page05@example.com"]["groups"][0]["$ref"], "display": "Page one"},
+        {"value": two["id"], "$ref": listed["page05@example.com"]["groups"][1]["$ref"], "display": "Page two"}]
+    assert listed["page05@example.com"]["groups"][1]["$ref"].endswith(f"/Groups/{two['id']}")
+
+    store_calls.clear()
+    groups = scim.search("/Groups")["Resources"]
+    members = {g["displayName"]: sorted(m["value"] for m in g.get("members", [])) for g in groups}
+    assert members == {"Page one": sorted(u["id"] for u in users[:8]), "Page two": sorted(u["id"] for u in users[4:])}
+    assert store_calls == {"members.of_groups": 1}
+
+
+class WrittenBefore:
+    """A store of a storage written before the reads of many at once: ``hidden`` are
+    not there."""
+
+    def __init__(self, store, hidden: tuple[str, ...]):
+        self._store, self._hidden = store, hidden
+
+    def __getattr__(self, name):
+        if name in self._hidden:
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def test_a_storage_without_the_reads_of_many_shows_the_same_pages(scim, locky_client, monkeypatch):
+    users = [scim.user(f"old{i}@example.com", f"Old {i}") for i in range(4)]
+    scim.group("Old one", [u["id"] for u in users[:3]])
+    scim.group("Old two", [u["id"] for u in users[1:]])
+    users_page, groups_page = scim.search(), scim.search("/Groups")
+    storage = locky_client.app.context.storage
+    monkeypatch.setattr(storage, "members", WrittenBefore(storage.members, ("of_users", "of_groups")))
+    monkeypatch.setattr(storage, "groups", WrittenBefore(storage.groups, ("get_many_by_uuid",)))
+    assert not hasattr(storage.members, "of_users") and not hasattr(storage.groups, "get_many_by_uuid")
+    again = scim.search()
+    assert again == users_page
+    assert {r["userName"]: [g["display"] for g in r.get("groups", [])] for r in again["Resources"]} == {
+        ADMIN: [], "old0@example.com": ["Old one"], "old1@example.com": ["Old one", "Old two"],
+        "old2@example.com": ["Old one", "Old two"], "old3@example.com": ["Old two"]}
+    assert scim.search('/Groups') == groups_page
+    assert scim.search(filter='userName sw "old"')["Resources"] == [
+        r for r in users_page["Resources"] if r["userName"].startswith("old")]

@@ -141,6 +141,11 @@ class _Records:
         with self.lock:
             return self._live(self.by_uuid.get(uuid)) if isinstance(uuid, str) else None
 
+    def get_many_by_uuid(self, uuids: Iterable[str]) -> dict[str, Any]:
+        with self.lock:
+            found = (self._live(self.by_uuid.get(uuid)) for uuid in uuids if isinstance(uuid, str))
+            return {record.uuid: record for record in found if record is not None}
+
     def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page:
         with self.lock:
             wanted = self._filters(filters)
@@ -178,11 +183,6 @@ class _Records:
 
 class UserStore(_Records):
     filters = ("email", "external_id")
-
-    def get_many_by_uuid(self, uuids: Iterable[str]) -> dict[str, User]:
-        with self.lock:
-            found = (self._live(self.by_uuid.get(uuid)) for uuid in uuids if isinstance(uuid, str))
-            return {user.uuid: user for user in found if user is not None}
 
     def _filters(self, filters):
         wanted = super()._filters(filters)
@@ -334,6 +334,17 @@ class MemberStore(_Records):
             return {(m.user_uuid, m.group_uuid): m.role for m in self.rows.values()
                     if self._matches(m, {}) and (m.user_uuid, m.group_uuid) in wanted
                     and self.db.groups.get_by_uuid(m.group_uuid) is not None}
+
+    def of_users(self, user_uuids: Iterable[str]) -> list[Member]:
+        return self._of("user_uuid", user_uuids)
+
+    def of_groups(self, group_uuids: Iterable[str]) -> list[Member]:
+        return self._of("group_uuid", group_uuids)
+
+    def _of(self, field: str, uuids: Iterable[str]) -> list[Member]:
+        wanted = {uuid for uuid in uuids if isinstance(uuid, str)}
+        with self.lock:
+            return [m for m in self._live_where() if getattr(m, field) in wanted]
 
 
 class RoleStore(_Records):
