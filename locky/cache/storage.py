@@ -366,8 +366,8 @@ class CachingStorage:
 
     ``max_age`` bounds how long an entry is kept at all: what changes the database
     without going through a wrapper (a hand-written ``UPDATE``) is seen after it.
-    ``max_entries`` bounds the memory it takes: a full cache drops its oldest entries. What the cache
-    keeps is what the bus declares (:class:`~locky.cache.bus.Keeps`), and under every bus
+    ``max_entries`` bounds the memory it takes: a full cache drops its oldest entries.
+    What the cache keeps is what the bus declares (:class:`~locky.cache.bus.Keeps`), and under every bus
     the roles users hold in groups (outside atomic blocks: :class:`_Members`): under a bus that
     keeps only user records (:mod:`locky_pony.revision_bus`) sessions and the policy
     revision always come from the wrapped storage; under one that keeps every read
