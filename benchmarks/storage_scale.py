@@ -42,6 +42,8 @@ from locky.app import create_app
 from locky.settings import Settings
 from locky.testing.databases import connect, scratch_database
 
+from . import seed
+
 SECRET = "locky-benchmark-secret-0123456789-abcdefghijklmnop"
 ADMIN = "admin@example.com"
 PASSWORD = "benchmark password"
@@ -138,8 +140,6 @@ def load_postgres(url: str, tables) -> None:
             cursor.copy_expert(f'COPY "{table}" ({columns}) FROM STDIN', buffer)
         cursor.execute(f"SELECT setval('{table}_id_seq', (SELECT MAX(id) FROM \"{table}\"))")
         connection.commit()
-    connection.autocommit = True
-    cursor.execute("VACUUM ANALYZE")  # what autovacuum does soon after a load
     connection.close()
 
 
@@ -155,9 +155,6 @@ def load_mysql(url: str, tables) -> None:
             cursor.executemany(f"INSERT INTO `{table}` ({columns}) VALUES ({marks})", batch)
         connection.commit()
     cursor.execute("SET SESSION unique_checks = 1, SESSION foreign_key_checks = 1")
-    for table in tables:
-        cursor.execute(f"ANALYZE TABLE `{table}`")
-        cursor.fetchall()
     connection.close()
 
 
@@ -174,7 +171,6 @@ def load_sqlite(url: str, tables) -> None:
                      for row in batch]
             connection.executemany(f'INSERT INTO "{table}" ({columns}) VALUES ({marks})', batch)
     connection.execute("COMMIT")
-    connection.execute("ANALYZE")
     connection.close()
 
 
@@ -310,6 +306,7 @@ def run_engine(engine: str, args, url: str) -> bool:
     create_app(Settings.from_mapping({"database_url": url, "jwt_secret": SECRET, "log_requests": False})).close()
     began = time.perf_counter()
     LOADERS[engine](url, rows(args.users, args.groups))
+    seed.settle(Settings.load(environ={}, database_url=url))  # what the server does soon after a load
     seeded = time.perf_counter() - began
     members = args.groups * MEMBERS_PER_GROUP
     print(f"\n## {engine}: seeded {args.users:,} users, {args.groups:,} groups, {members:,} memberships"

@@ -28,7 +28,6 @@ from scim2_models.path import CompareOperator, Comparison
 from scim2_server.storage import SearchPage
 from scim2_server.utils import parametrize
 
-from locky.batch_reads import by_uuid
 from locky.paging import every
 
 from . import mapping
@@ -90,14 +89,15 @@ def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> Sea
     # or the order looks at them.
     looked_at = f"{scim_filter or ''} {search_request.sort_by or ''}".lower()
     complete = any(word in looked_at for word in ("groups", "members", "version"))
-    resources = []
+    resources, records = [], {}
     for kind in kinds:
-        records = _records(context, kind, scim_filter)
+        read = _records(context, kind, scim_filter)
         if complete:
-            resources += mapping.resources(context, kind, records)
+            resources += mapping.resources(context, kind, read)
         else:
-            resources += [mapping.user_resource(context, r, with_groups=False) if kind == "User"
-                          else mapping.group_resource(context, r, []) for r in records]
+            resources += [mapping.user_resource(context, r, []) if kind == "User"
+                          else mapping.group_resource(context, r, []) for r in read]
+            records.update(((kind, r.uuid), r) for r in read)
     if scim_filter is not None and not scim_filter.models and resources:
         models = tuple(dict.fromkeys(type(r) for r in resources))
         scim_filter = parametrize(ScimFilter, Union[models])(str(scim_filter))  # noqa: UP007
@@ -105,8 +105,8 @@ def search(context, kinds: list[str], search_request: SearchRequest[Any]) -> Sea
     if search_request.sort_by is not None:
         found = search_request.sort(found)
     page = found[start:stop]
-    if not complete:
-        page = _completed(context, page)
+    if not complete:  # the page answered, now with its memberships (and true versions)
+        page = _whole(context, [(r.meta.resource_type, records[(r.meta.resource_type, r.id)]) for r in page])
     return SearchPage(len(found), page)
 
 
@@ -117,14 +117,3 @@ def _whole(context, records: list[tuple[str, Any]]) -> list:
             for kind in dict.fromkeys(kind for kind, _ in records)}
     return [next(made[kind]) for kind, _ in records]
 
-
-def _completed(context, page: list) -> list:
-    """Resources read without their memberships, with them (and their true versions),
-    each record read again: a few reads per kind, however long the page."""
-    kinds = [resource.meta.resource_type for resource in page]
-    records = {kind: by_uuid(context.storage.users if kind == "User" else context.storage.groups,
-                             [r.id for r, k in zip(page, kinds) if k == kind])
-               for kind in dict.fromkeys(kinds)}
-    found = [(kind, records[kind].get(resource.id)) for resource, kind in zip(page, kinds)]
-    whole = iter(_whole(context, [(kind, record) for kind, record in found if record is not None]))
-    return [next(whole) if record is not None else resource for resource, (_, record) in zip(page, found)]

@@ -54,9 +54,9 @@ def groups_of_users(context, users: list[User]) -> dict[str, list[dict]]:
     return found
 
 
-def user_resource(context, user: User, *, with_groups: bool = True, groups: list[dict] | None = None) -> Resource:
+def user_resource(context, user: User, groups: list[dict] | None = None) -> Resource:
     """``user`` as a SCIM ``User``; ``groups`` is its ``groups`` attribute when already
-    read (:func:`groups_of_users`), else it is read here unless ``with_groups`` is false."""
+    read (:func:`groups_of_users`; ``[]``: shown without), else it is read here."""
     model = provider().model_for("User")
     data: dict[str, Any] = {
         "schemas": [model.__schema__ if isinstance(model.__schema__, str) else str(model.__schema__)],
@@ -69,7 +69,7 @@ def user_resource(context, user: User, *, with_groups: bool = True, groups: list
         "emails": [{"value": user.email, "primary": True}],
         "meta": _meta("User", user, weak_etag(user.uuid, user.updated_at.isoformat())),
     }
-    if groups is None and with_groups:
+    if groups is None:
         groups = groups_of_users(context, [user])[user.uuid]
     if groups:
         data["groups"] = groups
@@ -110,6 +110,6 @@ def resources(context, kind: str, records: list) -> list[Resource]:
     the memberships of all of them (a user's groups, a group's members) read at once."""
     if kind == "User":
         groups = groups_of_users(context, records)
-        return [user_resource(context, r, groups=groups[r.uuid]) for r in records]
+        return [user_resource(context, r, groups[r.uuid]) for r in records]
     members = members_of_groups(context, records)
     return [group_resource(context, r, members[r.uuid]) for r in records]

@@ -108,7 +108,7 @@ class LockyScimStorage(ScimStorage):
         with scim_errors(resource_type.name):
             if resource_type.name == "User":
                 user = self._user(resource.id)
-                self._check_version(mapping.user_resource(self.context, user, with_groups=False),
+                self._check_version(mapping.user_resource(self.context, user, []),
                                     expected_version)
                 # The change is made against the account as this request read it: one
                 # turned off (or given another email or password) since is a 409, and
@@ -134,7 +134,7 @@ class LockyScimStorage(ScimStorage):
         with scim_errors(resource_type.name):
             if resource_type.name == "User":
                 user = self._user(resource_id)
-                self._check_version(mapping.user_resource(self.context, user, with_groups=False),
+                self._check_version(mapping.user_resource(self.context, user, []),
                                     expected_version)
                 users.delete(self.context, self.identity, user)
                 return
