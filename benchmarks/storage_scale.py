@@ -9,7 +9,11 @@ policy check are included) and print p50/p99 per request:
 - ``GET /v1/internal/users?limit=50&after_id=N`` at the start, middle and end of the
   table (keyset paging: the three should cost the same);
 - the exact filters (users by email, groups by name, members by group) and the counts;
-- the query plans of those statements, failing if one reads the whole table.
+- a page of the memberships of one user in every group (as a service account is) and of
+  one group of up to 10,000 members (as an "everyone" group is);
+- the query plans of those statements, failing if one reads the whole table or sorts
+  what it read (the memberships' plans are asked of that user and that group: a plan
+  for a uuid no row holds says nothing).
 
     python -m benchmarks.storage_scale                          # all engines, 1M users
     python -m benchmarks.storage_scale --engines postgres --users 100000 --groups 10000
@@ -61,6 +65,11 @@ COLUMNS = {
                       "group", "user", "group_uuid", "user_uuid", "role"),
 }
 MEMBERS_PER_GROUP = 5
+#: A user in every group, and a group with up to ``BIG_GROUP_SIZE`` members: the
+#: memberships' pages and plans are measured on them.
+HEAVY_USER = 2
+BIG_GROUP = 1
+BIG_GROUP_SIZE = 10_000
 DELETED_EVERY = 100  # every 100th user is soft-deleted, as in a real table
 CHUNK = 50_000
 
@@ -101,10 +110,15 @@ def rows(users: int, groups: int):
             chosen: list[int] = []
             while len(chosen) < MEMBERS_PER_GROUP:
                 u = pick.randint(1, users)
-                if u % DELETED_EVERY and u not in chosen:
+                if u % DELETED_EVERY and u not in chosen and u != HEAVY_USER:
                     chosen.append(u)
+            chosen.append(HEAVY_USER)
+            if g == BIG_GROUP:
+                taken = set(chosen)
+                chosen += [u for u in range(1, min(users, BIG_GROUP_SIZE) + 1) if u % DELETED_EVERY and u not in taken]
             at = moment(g)
-            for role, u in zip(roles, chosen):
+            for k, u in enumerate(chosen):
+                role = roles[k] if k < len(roles) else "member"
                 yield (next_id, str(uuid.uuid4()), at, at, None, 0, g, u, group_uuids[g], user_uuids[u], role)
                 next_id += 1
 
@@ -185,6 +199,16 @@ LOADERS = {"postgres": load_postgres, "mysql": load_mysql, "sqlite": load_sqlite
 def plans(engine: str, url: str, users: int) -> list[tuple[str, str, bool]]:
     """``(what, plan summary, uses an index)`` for the statements behind each request."""
     q = "`" if engine == "mysql" else '"'
+    if engine == "sqlite":
+        connection = sqlite3.connect(urlsplit(url).path)
+        cursor, mark = connection.cursor(), "?"
+    else:
+        connection = connect(url)
+        cursor, mark = connection.cursor(), "%s"
+    cursor.execute(f"SELECT uuid FROM locky_users WHERE id = {mark}", (HEAVY_USER,))
+    heavy_user = cursor.fetchone()[0]
+    cursor.execute(f"SELECT uuid FROM locky_groups WHERE id = {mark}", (BIG_GROUP,))
+    big_group = cursor.fetchone()[0]
     # As plugins/locky_pony/reads.py writes them (with its index hint on MariaDB).
     users_from = "locky_users IGNORE INDEX (idx_locky_users__del_token_id)" if engine == "mysql" else "locky_users"
     statements = {
@@ -198,31 +222,26 @@ def plans(engine: str, url: str, users: int) -> list[tuple[str, str, bool]]:
         "count users": "SELECT COUNT(*) FROM locky_users WHERE del_token = 0",
         "groups by name": "SELECT * FROM locky_groups WHERE del_token = 0 AND name = 'group-5' AND id > 0"
                           " ORDER BY id LIMIT 51",
-        "members by group": "SELECT * FROM locky_members WHERE del_token = 0 AND group_uuid = 'x'"
+        "members by group": f"SELECT * FROM locky_members WHERE del_token = 0 AND group_uuid = '{big_group}'"
                             " AND id > 0 ORDER BY id LIMIT 51",
-        "members by user": "SELECT * FROM locky_members WHERE del_token = 0 AND user_uuid = 'x'"
+        "members by user": f"SELECT * FROM locky_members WHERE del_token = 0 AND user_uuid = '{heavy_user}'"
                            " AND id > 0 ORDER BY id LIMIT 51",
     }
     found = []
-    if engine == "sqlite":
-        connection = sqlite3.connect(urlsplit(url).path)
-        for what, sql in statements.items():
-            plan = " | ".join(row[-1] for row in connection.execute("EXPLAIN QUERY PLAN " + sql))
-            uses = "USING" in plan and "TEMP B-TREE" not in plan
-            found.append((what, plan, uses))
-        connection.close()
-        return found
-    connection = connect(url)
-    cursor = connection.cursor()
     for what, sql in statements.items():
-        sql = sql.replace('"', q)
-        if engine == "postgres":
-            cursor.execute("EXPLAIN " + sql)
+        if engine == "sqlite":
+            plan = " | ".join(row[-1] for row in cursor.execute("EXPLAIN QUERY PLAN " + sql))
+            uses = "USING" in plan and "TEMP B-TREE" not in plan
+        elif engine == "postgres":
+            cursor.execute("EXPLAIN " + sql.replace('"', q))
             lines = [row[0].strip() for row in cursor.fetchall()]
-            plan = " | ".join(line for line in lines if "Scan" in line or "Limit" in line or "Aggregate" in line)
-            uses = "Seq Scan" not in plan and "Index" in plan
+            plan = " | ".join(line for line in lines if "Scan" in line or "Limit" in line or "Aggregate" in line
+                              or "Sort" in line)
+            # A sort is fair only under a lookup of one row by a unique key.
+            uses = "Seq Scan" not in plan and "Index" in plan and ("Sort" not in plan or what.endswith(" name")
+                                                                 or what.endswith(" email"))
         else:
-            cursor.execute("EXPLAIN " + sql)
+            cursor.execute("EXPLAIN " + sql.replace('"', q))
             names = [d[0] for d in cursor.description]
             row = dict(zip(names, cursor.fetchone()))
             plan = f"type={row['type']} key={row['key']} rows={row['rows']} extra={row['Extra']}"
@@ -276,6 +295,21 @@ def measure(url: str, users: int, groups: int, repeat: int) -> list[tuple[str, f
             f"/v1/internal/groups?limit=20&after_id={groups // 2}", headers=headers).json["groups"]]
         count = client.simulate_get("/v1/internal/users/count", headers=headers).json["count"]
         assert count == users - users // DELETED_EVERY + 1, count
+        heavy = client.simulate_get(f"/v1/internal/users/{HEAVY_USER}", headers=headers).json["uuid"]
+        big = client.simulate_get(f"/v1/internal/groups/{BIG_GROUP}", headers=headers).json["uuid"]
+
+        def member_pages(field: str, uuid: str) -> list[str]:
+            """Pages of 50 of a long list: its first, and 49 starting anywhere in its first 2,000."""
+            ids, after = [], 0
+            while after is not None and len(ids) < 2_000:
+                page = client.simulate_get(f"/v1/internal/members?{field}={uuid}&limit=500&after_id={after}",
+                                           headers=headers).json
+                ids += [m["id"] for m in page["members"]]
+                after = page["next_after_id"]
+            assert len(ids) >= min(groups, 200) if field == "user_uuid" else len(ids) > MEMBERS_PER_GROUP, len(ids)
+            starts = [0] + [ids[rng.randrange(len(ids))] for _ in range(49)]
+            return [f"/v1/internal/members?{field}={uuid}&limit=50&after_id={start}" for start in starts]
+
         results = [
             ("users page, start (after_id 0..500)", *timed(client, headers, pages(0), repeat)),
             ("users page, middle", *timed(client, headers, pages(users // 2), repeat)),
@@ -286,6 +320,10 @@ def measure(url: str, users: int, groups: int, repeat: int) -> list[tuple[str, f
                 f"/v1/internal/groups?name=group-{rng.randint(1, groups)}" for _ in range(50)], repeat)),
             ("members by group_uuid", *timed(client, headers, [
                 f"/v1/internal/members?group_uuid={u}" for u in group_uuids], repeat)),
+            (f"members by user_uuid (in all {groups:,} groups)", *timed(
+                client, headers, member_pages("user_uuid", heavy), repeat)),
+            ("members by group_uuid (the biggest group)", *timed(
+                client, headers, member_pages("group_uuid", big), repeat)),
             ("members count by group_uuid", *timed(client, headers, [
                 f"/v1/internal/members/count?group_uuid={u}" for u in group_uuids], repeat)),
             ("users count (all live users)", *timed(client, headers, ["/v1/internal/users/count"], max(10, repeat // 10))),
@@ -305,10 +343,17 @@ def run_engine(engine: str, args, url: str) -> bool:
     # The schema, made by the storage itself (as a first start would).
     create_app(Settings.from_mapping({"database_url": url, "jwt_secret": SECRET, "log_requests": False})).close()
     began = time.perf_counter()
-    LOADERS[engine](url, rows(args.users, args.groups))
+    loaded = {table: 0 for table in COLUMNS}
+
+    def counted(table, generator):
+        for row in generator:
+            loaded[table] += 1
+            yield row
+
+    LOADERS[engine](url, {table: counted(table, made) for table, made in rows(args.users, args.groups).items()})
     seed.settle(Settings.load(environ={}, database_url=url))  # what the server does soon after a load
     seeded = time.perf_counter() - began
-    members = args.groups * MEMBERS_PER_GROUP
+    members = loaded["locky_members"]
     print(f"\n## {engine}: seeded {args.users:,} users, {args.groups:,} groups, {members:,} memberships"
           f" in {seeded:.0f} s ({(args.users + args.groups + members) / seeded:,.0f} rows/s)")
     ok = True
