@@ -19,7 +19,7 @@ from locky.app import create_app
 from locky.errors import Forbidden, Invalid
 from locky.records import Authenticated, Group, Member, Permission, Role, User
 from locky.testing import make_settings
-from locky.testing.databases import run_sql as raw, scratch_database
+from locky.testing.databases import connect, run_sql as raw, scratch_database
 from support.pgbouncer import pgbouncer
 
 
@@ -273,6 +273,64 @@ def test_the_authentication_read_needs_no_statistics(postgres_database):
             assert storage.sessions.authenticate(session.uuid).user == users[-1]
             storage.users.delete(users[-1].id)
             assert storage.sessions.authenticate(session.uuid) is None
+        finally:
+            app.close()
+
+
+@pytest.mark.backend
+def test_the_batch_role_read_probes_the_index_with_or_without_statistics(postgres_database):
+    """On PostgreSQL a batch's roles (``members.roles_in``) are read pair by pair from
+    the memberships' ``(user_uuid, del_token, group_uuid, role)`` index, whatever the
+    planner knows: before any ``ANALYZE``, after it, planned for the arrays given or for
+    any arrays (the generic plan a prepared statement settles on). Joined to the pairs
+    without the lateral read, the plan before ``ANALYZE`` walked the live memberships
+    through the ``(del_token, id)`` index, or hashed the whole table, 10x slower."""
+    index = "idx_locky_members__user_uuid_del_token_group_uuid_role"
+    with scratch_database(postgres_database.url) as fresh:
+        app = app_for(fresh.url)
+        try:
+            storage = app.context.storage
+            raw(fresh.url, "ALTER TABLE locky_members SET (autovacuum_enabled = false)")
+            raw(fresh.url, "INSERT INTO locky_users (uuid, created_at, updated_at, del_token, name, email,"
+                           " password_hash) SELECT md5('u' || i), now(), now(), 0, 'u' || i,"
+                           " 'u' || i || '@example.com', 'h' FROM generate_series(1, 4000) i")
+            raw(fresh.url, "INSERT INTO locky_groups (uuid, created_at, updated_at, del_token, name, description)"
+                           " SELECT md5('g' || i), now(), now(), 0, 'g' || i, '' FROM generate_series(1, 200) i")
+            # Each user in two groups; every third membership of the first group ended.
+            raw(fresh.url, 'INSERT INTO locky_members (uuid, created_at, updated_at, del_token, "group", "user",'
+                           " group_uuid, user_uuid, role) SELECT md5('m' || u.id || '-' || g.id), now(), now(),"
+                           " CASE WHEN g.id = 1 + mod(u.id, 200) AND mod(u.id, 3) = 0 THEN u.id ELSE 0 END, g.id, u.id,"
+                           " g.uuid, u.uuid, CASE WHEN mod(u.id, 2) = 0 THEN 'member' ELSE 'viewer' END"
+                           " FROM locky_users u JOIN locky_groups g ON g.id IN (1 + mod(u.id, 200), 1 + mod(u.id + 7, 200))")
+            rows = raw(fresh.url, "SELECT user_uuid, group_uuid, role, del_token FROM locky_members"
+                                  " ORDER BY md5(uuid) LIMIT 100")
+            asked = [(user, group) for user, group, _, _ in rows] + [(rows[0][0], "no such group")]
+            expected = {(user, group): role for user, group, role, del_token in rows if del_token == 0}
+            assert 40 < len(expected) < 100
+            inner = storage.inner  # the Pony storage, under the cache
+            statement = inner.members._pairs_statement()
+            arrays = ([user for user, _ in asked], [group for _, group in asked])
+            for analyzed in (False, True):
+                if analyzed:
+                    raw(fresh.url, "ANALYZE locky_members")
+                assert raw(fresh.url, "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables"
+                                      " WHERE relname = 'locky_members'") == [(analyzed,)]
+                connection = connect(fresh.url)
+                try:
+                    cursor = connection.cursor()
+                    cursor.execute(statement.prepare)
+                    for mode in ("force_custom_plan", "force_generic_plan"):
+                        cursor.execute(f"SET plan_cache_mode = {mode}")
+                        cursor.execute("EXPLAIN " + statement.execute, arrays)
+                        plan = "\n".join(row[0] for row in cursor.fetchall())
+                        assert f"Index Only Scan using {index}" in plan and "Nested Loop" in plan, (mode, plan)
+                        assert "Seq Scan on locky_members" not in plan and "del_token_id" not in plan, (mode, plan)
+                finally:
+                    connection.close()
+                assert inner.members.roles_in(asked) == expected
+                assert storage.members.roles_in(asked) == expected
+                with db_session:  # in a caller's transaction, through Pony's own select
+                    assert inner.members.roles_in(asked) == expected
         finally:
             app.close()
 

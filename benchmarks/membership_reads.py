@@ -1,0 +1,135 @@
+"""``python -m benchmarks.membership_reads``: the storage's read of a batch's roles.
+
+A batch of checks (``POST /v1/internal/authz/check``) reads the roles its group-scoped
+checks need in one call, ``storage.members.roles_in(pairs)``; the storage cache answers
+most of them, so the HTTP benchmarks (``benchmarks.authz_api``) seldom reach this read.
+Here it is called on the Pony storage itself, uncached, on each engine of ``--engines``:
+batches of 100 ``(user, group)`` pairs (half memberships, half a user and a group they
+are not in) over ``benchmarks.seed``'s world (1,000 users, 500 groups, 10,000
+memberships), first on the database as loaded, before any planner statistics, then
+settled (:func:`benchmarks.seed.settle`). Beside it, the same pairs read one
+``role_of`` at a time, as a storage without ``roles_in`` is asked: the ratio is what the
+batch read saves. Every answer is checked against ``role_of``.
+
+    python -m benchmarks.membership_reads                      # sqlite, postgres, mysql
+    python -m benchmarks.membership_reads --engines postgres --batches 500
+
+CPU is this process's (``time.process_time``: the driver's work, not the database's);
+wall is the call's. PostgreSQL and MariaDB come from ``LOCKY_TEST_POSTGRES_URL`` and
+``LOCKY_TEST_MYSQL_URL`` (defaults: the local servers of ``.ci/run``), in a scratch
+database dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from locky.settings import Settings
+from locky.testing.databases import scratch_database
+
+from . import seed
+from .storage_scale import SECRET, SERVERS
+
+
+@contextmanager
+def database(engine: str):
+    """A URL of an empty database on ``engine``, removed afterwards."""
+    if engine == "sqlite":
+        directory = Path(tempfile.mkdtemp(prefix="locky-members-"))
+        try:
+            yield f"sqlite:///{directory / 'locky.sqlite'}"
+        finally:
+            shutil.rmtree(directory)
+        return
+    with scratch_database(SERVERS[engine], prefix="locky_members_") as scratch:
+        yield scratch.url
+
+
+def held(storage) -> list[tuple[str, str]]:
+    """Every live membership's ``(user_uuid, group_uuid)``."""
+    found, after = [], 0
+    while True:
+        page = storage.members.list(after_id=after, limit=500)
+        found += [(m.user_uuid, m.group_uuid) for m in page.items]
+        if page.next_after_id is None:
+            return found
+        after = page.next_after_id
+
+
+def batches(pairs: list[tuple[str, str]], count: int, rng: random.Random) -> list[list[tuple[str, str]]]:
+    groups = sorted({group for _, group in pairs})
+    made = []
+    for _ in range(count):
+        batch = []
+        for i in range(100):
+            user, group = pairs[rng.randrange(len(pairs))]
+            batch.append((user, group) if i % 2 == 0 else (user, groups[rng.randrange(len(groups))]))
+        made.append(batch)
+    return made
+
+
+def timed(call, batches_of_pairs) -> tuple[float, float]:
+    """CPU and wall µs per batch."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    for pairs in batches_of_pairs:
+        call(pairs)
+    n = len(batches_of_pairs)
+    return (time.process_time() - cpu) / n * 1e6, (time.perf_counter() - wall) / n * 1e6
+
+
+def run_engine(engine: str, args) -> list[str]:
+    from locky_pony import PonyStorage
+
+    lines = []
+    with database(engine) as url:
+        settings = Settings.from_mapping({"database_url": url, "jwt_secret": SECRET, "log_requests": False,
+                                          "bcrypt_rounds": 4})
+        seed.seed(settings, users=1000, groups=500, memberships=10_000, tokens=1, policy_lines=seed.CUSTOM_ROLES)
+        storage = PonyStorage(settings)
+        try:
+            rng = random.Random(args.seed)
+            asked = batches(held(storage), args.batches, rng)
+
+            def one_by_one(pairs):
+                return {pair: role for pair in pairs if (role := storage.members.role_of(*pair)) is not None}
+
+            for pairs in asked[:10]:
+                assert storage.members.roles_in(pairs) == one_by_one(pairs), "roles_in disagrees with role_of"
+            for state in ("as loaded", "settled"):
+                if state == "settled":
+                    seed.settle(settings)
+                timed(storage.members.roles_in, asked[:20])  # statements prepared, connections open
+                batch_cpu, batch_wall = timed(storage.members.roles_in, asked)
+                single_cpu, single_wall = timed(one_by_one, asked[: max(1, len(asked) // 5)])
+                lines.append(f"  {engine:<9} {state:<10} {batch_cpu:9.0f} {batch_wall:9.0f}"
+                             f" {single_cpu:10.0f} {single_wall:10.0f} {single_wall / batch_wall:8.1f}x")
+        finally:
+            storage.close()
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engines", default="sqlite,postgres,mysql")
+    parser.add_argument("--batches", type=int, default=300, help="batches of 100 pairs per measurement")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    print(f"members.roles_in of 100 pairs, uncached, {args.batches} batches; µs per batch of 100")
+    print(f"  {'engine':<9} {'database':<10} {'batch CPU':>9} {'wall':>9} {'100 single':>10}"
+          f" {'wall':>10} {'saved':>9}")
+    for engine in [e.strip() for e in args.engines.split(",") if e.strip()]:
+        for line in run_engine(engine, args):
+            print(line)
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
