@@ -277,6 +277,64 @@ def test_the_authentication_read_needs_no_statistics(postgres_database):
             app.close()
 
 
+def postgres_plans(url: str, statement, params: tuple) -> dict[str, str]:
+    """The plans PostgreSQL makes of a prepared read: for these ``params`` (a custom
+    plan) and for any (the generic plan a prepared statement settles on after five runs)."""
+    connection = connect(url)
+    try:
+        cursor = connection.cursor()
+        cursor.execute(statement.prepare)
+        plans = {}
+        for mode in ("force_custom_plan", "force_generic_plan"):
+            cursor.execute(f"SET plan_cache_mode = {mode}")
+            cursor.execute("EXPLAIN " + statement.execute, params)
+            plans[mode] = "\n".join(row[0] for row in cursor.fetchall())
+        return plans
+    finally:
+        connection.close()
+
+
+@pytest.mark.backend
+def test_reads_of_many_by_uuid_need_no_statistics(postgres_database):
+    """On PostgreSQL, users (and groups) by many uuids at once (``get_many_by_uuid``, a
+    batch of checks and a SCIM page read their users with it) are read one uuid at a
+    time from the unique index, whatever the planner knows. With an ``IN`` list of 128
+    uuids and a filter on ``del_token``, the generic plan, before the table's first
+    ``ANALYZE``, compared every row of the table with the list: 120x slower."""
+    with scratch_database(postgres_database.url) as fresh:
+        app = app_for(fresh.url)
+        try:
+            storage = app.context.storage
+            raw(fresh.url, "ALTER TABLE locky_users SET (autovacuum_enabled = false)")
+            # 4,000 users, every tenth deleted
+            raw(fresh.url, "INSERT INTO locky_users (uuid, created_at, updated_at, del_token, name, email,"
+                           " password_hash) SELECT md5('u' || i), now(), now(), CASE WHEN mod(i, 10) = 0"
+                           " THEN i ELSE 0 END, 'u' || i, 'u' || i || '@example.com', 'h'"
+                           " FROM generate_series(1, 4000) i")
+            asked = [uuid for (uuid,) in raw(fresh.url, "SELECT uuid FROM locky_users ORDER BY md5(uuid) LIMIT 128")]
+            live = {uuid for (uuid,) in raw(fresh.url, "SELECT uuid FROM locky_users WHERE del_token = 0")}
+            expected = sorted(uuid for uuid in asked if uuid in live)
+            assert 90 < len(expected) < 128
+            inner = storage.inner  # the Pony storage, under the cache
+            inner.users.get_many_by_uuid(asked[:2])
+            statement = inner.users.reads._statements[("find_each", "uuid")]
+            for analyzed in (False, True):
+                if analyzed:
+                    raw(fresh.url, "ANALYZE locky_users")
+                assert raw(fresh.url, "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables"
+                                      " WHERE relname = 'locky_users'") == [(analyzed,)]
+                for mode, plan in postgres_plans(fresh.url, statement, (asked,)).items():
+                    assert "Index Scan using locky_users_uuid_key" in plan and "Nested Loop" in plan, (mode, plan)
+                    assert "Seq Scan" not in plan and "del_token_id" not in plan, (mode, plan)
+                found = inner.users.get_many_by_uuid(asked + ["not a uuid", asked[0]])
+                assert sorted(found) == expected and all(found[uuid].uuid == uuid for uuid in expected)
+                assert sorted(storage.users.get_many_by_uuid(asked)) == expected
+                with db_session:  # in a caller's transaction, through Pony's own select
+                    assert sorted(inner.users.get_many_by_uuid(asked)) == expected
+        finally:
+            app.close()
+
+
 @pytest.mark.backend
 def test_the_batch_role_read_probes_the_index_with_or_without_statistics(postgres_database):
     """On PostgreSQL a batch's roles (``members.roles_in``) are read pair by pair from
@@ -315,18 +373,9 @@ def test_the_batch_role_read_probes_the_index_with_or_without_statistics(postgre
                     raw(fresh.url, "ANALYZE locky_members")
                 assert raw(fresh.url, "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables"
                                       " WHERE relname = 'locky_members'") == [(analyzed,)]
-                connection = connect(fresh.url)
-                try:
-                    cursor = connection.cursor()
-                    cursor.execute(statement.prepare)
-                    for mode in ("force_custom_plan", "force_generic_plan"):
-                        cursor.execute(f"SET plan_cache_mode = {mode}")
-                        cursor.execute("EXPLAIN " + statement.execute, arrays)
-                        plan = "\n".join(row[0] for row in cursor.fetchall())
-                        assert f"Index Only Scan using {index}" in plan and "Nested Loop" in plan, (mode, plan)
-                        assert "Seq Scan on locky_members" not in plan and "del_token_id" not in plan, (mode, plan)
-                finally:
-                    connection.close()
+                for mode, plan in postgres_plans(fresh.url, statement, arrays).items():
+                    assert f"Index Only Scan using {index}" in plan and "Nested Loop" in plan, (mode, plan)
+                    assert "Seq Scan on locky_members" not in plan and "del_token_id" not in plan, (mode, plan)
                 assert inner.members.roles_in(asked) == expected
                 assert storage.members.roles_in(asked) == expected
                 with db_session:  # in a caller's transaction, through Pony's own select

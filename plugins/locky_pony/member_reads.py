@@ -15,7 +15,7 @@ always built in since SQLite 3.38) and probes the same index once per pair, in t
 order (``CROSS JOIN``): with statistics of a small table it walked the live
 memberships instead. Against
 the ``IN`` lists below, this costs PostgreSQL 0.6x the CPU (psycopg2 quoted 256
-parameters) and 0.4x the time, and SQLite 0.4x (``benchmarks/membership_reads.py``);
+parameters) and 0.4x the time, and SQLite 0.4x (``benchmarks/batch_reads.py``);
 and only the pairs asked are read, not every membership of the batch's users in its
 groups.
 

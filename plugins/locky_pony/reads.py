@@ -250,11 +250,31 @@ class RecordReads:
         rows = self.reader.select(statement, tuple(values[n] for n in names))
         return self.columns.build(rows[0]) if rows else None
 
-    def find_many(self, name: str, values: list) -> list:
+    def find_many(self, name: str, values: list, *, unique: bool = False) -> list:
         """The live records whose column ``name`` is one of ``values`` (several for a
         value where the column is not unique), in no order: one statement per
         :data:`IN_CHUNK` values, its ``IN`` list padded (:func:`padded`) so that a few
-        statement texts serve every size."""
+        statement texts serve every size.
+
+        On PostgreSQL, when the column is ``unique`` (a uuid), the values come as one
+        array instead, and a ``LATERAL`` subquery reads each value's row from the unique
+        index, live or not: the plan is that whatever the planner knows. With the ``IN`` list,
+        before the table's first ``ANALYZE``, the prepared statement's generic plan read
+        128 users of 20,000 through the ``(del_token, id)`` index, or the whole table,
+        comparing every row with the list: 87 ms instead of 0.7."""
+        if unique and self.reader.dialect == "PostgreSQL" and self.reader.packs_rows:
+            target = column(self.provider, self.entity, name)
+            live = self.live is not None
+            # Whether a row is live is read, not filtered on (as AuthenticationRead does):
+            # with del_token = 0 in the subquery, the plan before ANALYZE walked the live
+            # rows through the (del_token, id) index for each value.
+            listed = self.columns.sql + (f", {column(self.provider, self.entity, 'del_token')}" if live else "")
+            statement = self._statement(("find_each", name), lambda: (
+                f"SELECT found.r FROM unnest({{}}::text[]) AS asked (v) CROSS JOIN LATERAL"
+                f" (SELECT {self.reader.select_list(listed)} AS r FROM {self.columns.table}"
+                f" WHERE {target} = asked.v LIMIT 1) found"), packed=True)
+            rows = self.reader.select(statement, (list(values),))
+            return [self.columns.build(row) for row in rows if not live or int(row[-1]) == 0]
         found = []
         for chunk in chunks(values):
             chunk = padded(chunk)

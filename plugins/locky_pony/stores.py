@@ -104,13 +104,14 @@ class Collection:
         return self.reads.find(uuid=uuid) if isinstance(uuid, str) else None
 
     def get_many_by_uuid(self, uuids: Iterable[str]) -> dict[str, Any]:
-        return {record.uuid: record for record in self._live_of("uuid", uuids)}
+        return {record.uuid: record for record in self._live_of("uuid", uuids, unique=True)}
 
-    def _live_of(self, name: str, values: Iterable[Any]) -> list:
-        """The live records whose column ``name`` is one of the ``str`` among ``values``,
-        in no order, in one statement per :data:`.reads.IN_CHUNK` values."""
+    def _live_of(self, name: str, values: Iterable[Any], *, unique: bool = False) -> list:
+        """The live records whose column ``name`` (``unique`` or not) is one of the
+        ``str`` among ``values``, in no order, in one statement per
+        :data:`.reads.IN_CHUNK` values."""
         wanted = sorted({value for value in values if isinstance(value, str)})
-        return self.reads.find_many(name, wanted) if wanted else []
+        return self.reads.find_many(name, wanted, unique=unique) if wanted else []
 
     def list(self, *, after_id: int = 0, limit: int = 50, **filters: Any) -> Page:
         return self.reads.page(after_id, limit, self.given_filters(filters))

@@ -1,18 +1,23 @@
-"""``python -m benchmarks.membership_reads``: the storage's read of a batch's roles.
+"""``python -m benchmarks.batch_reads``: the storage's reads of many records at once.
 
 A batch of checks (``POST /v1/internal/authz/check``) reads the roles its group-scoped
-checks need in one call, ``storage.members.roles_in(pairs)``; the storage cache answers
-most of them, so the HTTP benchmarks (``benchmarks.authz_api``) seldom reach this read.
-Here it is called on the Pony storage itself, uncached, on each engine of ``--engines``:
-batches of 100 ``(user, group)`` pairs (half memberships, half a user and a group they
-are not in) over ``benchmarks.seed``'s world (1,000 users, 500 groups, 10,000
-memberships), first on the database as loaded, before any planner statistics, then
-settled (:func:`benchmarks.seed.settle`). Beside it, the same pairs read one
-``role_of`` at a time, as a storage without ``roles_in`` is asked: the ratio is what the
-batch read saves. Every answer is checked against ``role_of``.
+checks need in one call, ``storage.members.roles_in(pairs)``, and its users in another,
+``storage.users.get_many_by_uuid(uuids)`` (a SCIM page reads its groups so too); the
+storage cache answers most of them, so the HTTP benchmarks (``benchmarks.authz_api``)
+seldom reach these reads. Here they are called on the Pony storage itself, uncached, on
+each engine of ``--engines``, over ``benchmarks.seed``'s world (1,000 users, 500 groups,
+10,000 memberships), first on the database as loaded, before any planner statistics,
+then settled (:func:`benchmarks.seed.settle`):
 
-    python -m benchmarks.membership_reads                      # sqlite, postgres, mysql
-    python -m benchmarks.membership_reads --engines postgres --batches 500
+- roles: batches of 100 ``(user, group)`` pairs, half memberships, half a user and a
+  group they are not in; beside it, the same pairs read one ``role_of`` at a time;
+- users: batches of 100 uuids; beside it, one ``get_by_uuid`` at a time.
+
+The ratio is what the batch read saves. Every answer is checked against the one-at-a-time
+reads.
+
+    python -m benchmarks.batch_reads                      # sqlite, postgres, mysql
+    python -m benchmarks.batch_reads --engines postgres --batches 500
 
 CPU is this process's (``time.process_time``: the driver's work, not the database's);
 wall is the call's. PostgreSQL and MariaDB come from ``LOCKY_TEST_POSTGRES_URL`` and
@@ -42,13 +47,13 @@ from .storage_scale import SECRET, SERVERS
 def database(engine: str):
     """A URL of an empty database on ``engine``, removed afterwards."""
     if engine == "sqlite":
-        directory = Path(tempfile.mkdtemp(prefix="locky-members-"))
+        directory = Path(tempfile.mkdtemp(prefix="locky-batch-reads-"))
         try:
             yield f"sqlite:///{directory / 'locky.sqlite'}"
         finally:
             shutil.rmtree(directory)
         return
-    with scratch_database(SERVERS[engine], prefix="locky_members_") as scratch:
+    with scratch_database(SERVERS[engine], prefix="locky_batch_reads_") as scratch:
         yield scratch.url
 
 
@@ -95,21 +100,31 @@ def run_engine(engine: str, args) -> list[str]:
         storage = PonyStorage(settings)
         try:
             rng = random.Random(args.seed)
-            asked = batches(held(storage), args.batches, rng)
+            pairs = held(storage)
+            asked = batches(pairs, args.batches, rng)
+            users = sorted({user for user, _ in pairs})
+            uuids = [[users[rng.randrange(len(users))] for _ in range(100)] for _ in range(args.batches)]
 
-            def one_by_one(pairs):
-                return {pair: role for pair in pairs if (role := storage.members.role_of(*pair)) is not None}
+            def roles_one_by_one(batch):
+                return {pair: role for pair in batch if (role := storage.members.role_of(*pair)) is not None}
 
-            for pairs in asked[:10]:
-                assert storage.members.roles_in(pairs) == one_by_one(pairs), "roles_in disagrees with role_of"
+            def users_one_by_one(batch):
+                return {uuid: user for uuid in batch if (user := storage.users.get_by_uuid(uuid)) is not None}
+
+            reads = (("roles", storage.members.roles_in, roles_one_by_one, asked),
+                     ("users", storage.users.get_many_by_uuid, users_one_by_one, uuids))
+            for _, many, one_by_one, work in reads:
+                for batch in work[:10]:
+                    assert many(batch) == one_by_one(batch), f"{many.__qualname__} disagrees"
             for state in ("as loaded", "settled"):
                 if state == "settled":
                     seed.settle(settings)
-                timed(storage.members.roles_in, asked[:20])  # statements prepared, connections open
-                batch_cpu, batch_wall = timed(storage.members.roles_in, asked)
-                single_cpu, single_wall = timed(one_by_one, asked[: max(1, len(asked) // 5)])
-                lines.append(f"  {engine:<9} {state:<10} {batch_cpu:9.0f} {batch_wall:9.0f}"
-                             f" {single_cpu:10.0f} {single_wall:10.0f} {single_wall / batch_wall:8.1f}x")
+                for what, many, one_by_one, work in reads:
+                    timed(many, work[:20])  # statements prepared, connections open
+                    batch_cpu, batch_wall = timed(many, work)
+                    single_cpu, single_wall = timed(one_by_one, work[: max(1, len(work) // 5)])
+                    lines.append(f"  {engine:<9} {state:<10} {what:<6} {batch_cpu:9.0f} {batch_wall:9.0f}"
+                                 f" {single_cpu:10.0f} {single_wall:10.0f} {single_wall / batch_wall:8.1f}x")
         finally:
             storage.close()
     return lines
@@ -121,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=300, help="batches of 100 pairs per measurement")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
-    print(f"members.roles_in of 100 pairs, uncached, {args.batches} batches; µs per batch of 100")
-    print(f"  {'engine':<9} {'database':<10} {'batch CPU':>9} {'wall':>9} {'100 single':>10}"
+    print(f"roles_in of 100 pairs and get_many_by_uuid of 100 users, uncached, {args.batches} batches;"
+          " µs per batch of 100, beside 100 reads of one")
+    print(f"  {'engine':<9} {'database':<10} {'read':<6} {'batch CPU':>9} {'wall':>9} {'100 single':>10}"
           f" {'wall':>10} {'saved':>9}")
     for engine in [e.strip() for e in args.engines.split(",") if e.strip()]:
         for line in run_engine(engine, args):
