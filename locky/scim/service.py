@@ -51,7 +51,6 @@ class LockyScimService(ScimService):
         self.context = context
         self.generic_models = generic_models(self.get_models())
 
-
     def authorize(self, request, target, resource_type) -> None:
         action = "read" if target.operation in READS else "write"
         if not self.context.allowed(request.subject, "scim", action):

@@ -12,12 +12,11 @@ loop whatever the planner knows. Joined plainly to the pairs, the memberships we
 before the table's first ``ANALYZE``, through the ``(del_token, id)`` index or by hashing
 the whole table (10x slower). SQLite takes the pairs as one JSON text (``json_each``,
 always built in since SQLite 3.38) and probes the same index once per pair, in that
-order (``CROSS JOIN``): with statistics of a small table it walked the live
-memberships instead. Against
-the ``IN`` lists below, this costs PostgreSQL 0.6x the CPU (psycopg2 quoted 256
-parameters) and 0.4x the time, and SQLite 0.4x (``benchmarks/batch_reads.py``);
-and only the pairs asked are read, not every membership of the batch's users in its
-groups.
+order (``CROSS JOIN``): with statistics of a small table it walked the live memberships
+instead. Against the ``IN`` lists below, this costs PostgreSQL 0.6x the CPU (psycopg2
+quoted 256 parameters) and 0.4x the time, and SQLite 0.4x
+(``benchmarks/batch_reads.py``); and only the pairs asked are read, not every
+membership of the batch's users in its groups.
 
 MariaDB (and an older SQLite) selects the live memberships whose user is one of the
 batch's users and whose group is one of its groups, from that index alone: each user's

@@ -258,10 +258,10 @@ class RecordReads:
 
         On PostgreSQL, when the column is ``unique`` (a uuid), the values come as one
         array instead, and a ``LATERAL`` subquery reads each value's row from the unique
-        index, live or not: the plan is that whatever the planner knows. With the ``IN`` list,
-        before the table's first ``ANALYZE``, the prepared statement's generic plan read
-        128 users of 20,000 through the ``(del_token, id)`` index, or the whole table,
-        comparing every row with the list: 87 ms instead of 0.7."""
+        index, live or not: the plan is that whatever the planner knows. With the ``IN``
+        list, before the table's first ``ANALYZE``, the prepared statement's generic plan
+        read 128 users of 20,000 through the ``(del_token, id)`` index, or the whole
+        table, comparing every row with the list: 87 ms instead of 0.7."""
         if unique and self.reader.dialect == "PostgreSQL" and self.reader.packs_rows:
             target = column(self.provider, self.entity, name)
             live = self.live is not None
