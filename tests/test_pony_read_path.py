@@ -294,6 +294,25 @@ def postgres_plans(url: str, statement, params: tuple) -> dict[str, str]:
         connection.close()
 
 
+def load_users(url: str, count: int, deleted_every: int = 0) -> None:
+    """``count`` users written straight into PostgreSQL, as a bulk load would (uuid
+    ``md5('u' || i)``); every ``deleted_every``-th one deleted."""
+    deleted = f"CASE WHEN mod(i, {deleted_every}) = 0 THEN i ELSE 0 END" if deleted_every else "0"
+    raw(url, "INSERT INTO locky_users (uuid, created_at, updated_at, del_token, name, email, password_hash)"
+             f" SELECT md5('u' || i), now(), now(), {deleted}, 'u' || i, 'u' || i || '@example.com', 'h'"
+             f" FROM generate_series(1, {count}) i")
+
+
+def without_then_with_statistics(url: str, table: str):
+    """``False``, then ``True`` once ``table`` has been analyzed (autovacuum is off)."""
+    for analyzed in (False, True):
+        if analyzed:
+            raw(url, f"ANALYZE {table}")
+        assert raw(url, "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = %s",
+                   table) == [(analyzed,)]
+        yield analyzed
+
+
 @pytest.mark.backend
 def test_reads_of_many_by_uuid_need_no_statistics(postgres_database):
     """On PostgreSQL, users (and groups) by many uuids at once (``get_many_by_uuid``, a
@@ -306,11 +325,7 @@ def test_reads_of_many_by_uuid_need_no_statistics(postgres_database):
         try:
             storage = app.context.storage
             raw(fresh.url, "ALTER TABLE locky_users SET (autovacuum_enabled = false)")
-            # 4,000 users, every tenth deleted
-            raw(fresh.url, "INSERT INTO locky_users (uuid, created_at, updated_at, del_token, name, email,"
-                           " password_hash) SELECT md5('u' || i), now(), now(), CASE WHEN mod(i, 10) = 0"
-                           " THEN i ELSE 0 END, 'u' || i, 'u' || i || '@example.com', 'h'"
-                           " FROM generate_series(1, 4000) i")
+            load_users(fresh.url, 4000, deleted_every=10)
             asked = [uuid for (uuid,) in raw(fresh.url, "SELECT uuid FROM locky_users ORDER BY md5(uuid) LIMIT 128")]
             live = {uuid for (uuid,) in raw(fresh.url, "SELECT uuid FROM locky_users WHERE del_token = 0")}
             expected = sorted(uuid for uuid in asked if uuid in live)
@@ -318,11 +333,7 @@ def test_reads_of_many_by_uuid_need_no_statistics(postgres_database):
             inner = storage.inner  # the Pony storage, under the cache
             inner.users.get_many_by_uuid(asked[:2])
             statement = inner.users.reads._statements[("find_each", "uuid")]
-            for analyzed in (False, True):
-                if analyzed:
-                    raw(fresh.url, "ANALYZE locky_users")
-                assert raw(fresh.url, "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables"
-                                      " WHERE relname = 'locky_users'") == [(analyzed,)]
+            for _ in without_then_with_statistics(fresh.url, "locky_users"):
                 for mode, plan in postgres_plans(fresh.url, statement, (asked,)).items():
                     assert "Index Scan using locky_users_uuid_key" in plan and "Nested Loop" in plan, (mode, plan)
                     assert "Seq Scan" not in plan and "del_token_id" not in plan, (mode, plan)
@@ -349,9 +360,7 @@ def test_the_batch_role_read_probes_the_index_with_or_without_statistics(postgre
         try:
             storage = app.context.storage
             raw(fresh.url, "ALTER TABLE locky_members SET (autovacuum_enabled = false)")
-            raw(fresh.url, "INSERT INTO locky_users (uuid, created_at, updated_at, del_token, name, email,"
-                           " password_hash) SELECT md5('u' || i), now(), now(), 0, 'u' || i,"
-                           " 'u' || i || '@example.com', 'h' FROM generate_series(1, 4000) i")
+            load_users(fresh.url, 4000)
             raw(fresh.url, "INSERT INTO locky_groups (uuid, created_at, updated_at, del_token, name, description)"
                            " SELECT md5('g' || i), now(), now(), 0, 'g' || i, '' FROM generate_series(1, 200) i")
             # Each user in two groups; every third membership of the first group ended.
@@ -368,11 +377,7 @@ def test_the_batch_role_read_probes_the_index_with_or_without_statistics(postgre
             inner = storage.inner  # the Pony storage, under the cache
             statement = inner.members._pairs_statement()
             arrays = ([user for user, _ in asked], [group for _, group in asked])
-            for analyzed in (False, True):
-                if analyzed:
-                    raw(fresh.url, "ANALYZE locky_members")
-                assert raw(fresh.url, "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables"
-                                      " WHERE relname = 'locky_members'") == [(analyzed,)]
+            for _ in without_then_with_statistics(fresh.url, "locky_members"):
                 for mode, plan in postgres_plans(fresh.url, statement, arrays).items():
                     assert f"Index Only Scan using {index}" in plan and "Nested Loop" in plan, (mode, plan)
                     assert "Seq Scan on locky_members" not in plan and "del_token_id" not in plan, (mode, plan)
