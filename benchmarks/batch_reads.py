@@ -6,8 +6,9 @@ checks need in one call, ``storage.members.roles_in(pairs)``, and its users in a
 storage cache answers most of them, so the HTTP benchmarks (``benchmarks.authz_api``)
 seldom reach these reads. Here they are called on the Pony storage itself, uncached, on
 each engine of ``--engines``, over ``benchmarks.seed``'s world (1,000 users, 500 groups,
-10,000 memberships), first on the database as loaded, before any planner statistics,
-then settled (:func:`benchmarks.seed.settle`):
+10,000 memberships), first on the database as loaded, before any planner statistics
+(unless PostgreSQL's autovacuum gathered them meanwhile: it wakes once a minute), then
+settled (:func:`benchmarks.seed.settle`):
 
 - roles: batches of 100 ``(user, group)`` pairs, half memberships, half a user and a
   group they are not in; beside it, the same pairs read one ``role_of`` at a time;
@@ -96,7 +97,8 @@ def run_engine(engine: str, args) -> list[str]:
     with database(engine) as url:
         settings = Settings.from_mapping({"database_url": url, "jwt_secret": SECRET, "log_requests": False,
                                           "bcrypt_rounds": 4})
-        seed.seed(settings, users=1000, groups=500, memberships=10_000, tokens=1, policy_lines=seed.CUSTOM_ROLES)
+        seed.seed(settings, users=1000, groups=500, memberships=10_000, tokens=1, policy_lines=seed.CUSTOM_ROLES,
+                  settled=False)
         storage = PonyStorage(settings)
         try:
             rng = random.Random(args.seed)

@@ -63,8 +63,9 @@ def _chunks(n: int, size: int):
 
 
 def seed(settings: Settings, *, users: int = 2000, groups: int = 500, memberships: int = 10_000,
-         tokens: int = 64, policy_lines: int = 10) -> Seeded:
-    """Fill an empty database; return what the load generator needs."""
+         tokens: int = 64, policy_lines: int = 10, settled: bool = True) -> Seeded:
+    """Fill an empty database; return what the load generator needs. The database is
+    :func:`settle`-d unless ``settled`` is false (to measure it as loaded)."""
     if memberships > groups * 20 or groups > users:
         raise ValueError("need memberships <= 20 * groups and groups <= users")
     started = time.perf_counter()
@@ -113,7 +114,8 @@ def seed(settings: Settings, *, users: int = 2000, groups: int = 500, membership
         app.close()
     if policy_lines != CUSTOM_ROLES:
         set_policy_lines(settings, seeded, policy_lines)
-    settle(settings)
+    if settled:
+        settle(settings)
     seeded.seconds = time.perf_counter() - started
     return seeded
 
