@@ -30,32 +30,13 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import sys
-import tempfile
 import time
-from contextlib import contextmanager
-from pathlib import Path
 
 from locky.settings import Settings
-from locky.testing.databases import scratch_database
 
 from . import seed
-from .storage_scale import SECRET, SERVERS
-
-
-@contextmanager
-def database(engine: str):
-    """A URL of an empty database on ``engine``, removed afterwards."""
-    if engine == "sqlite":
-        directory = Path(tempfile.mkdtemp(prefix="locky-batch-reads-"))
-        try:
-            yield f"sqlite:///{directory / 'locky.sqlite'}"
-        finally:
-            shutil.rmtree(directory)
-        return
-    with scratch_database(SERVERS[engine], prefix="locky_batch_reads_") as scratch:
-        yield scratch.url
+from .storage_scale import SECRET, scratch
 
 
 def held(storage) -> list[tuple[str, str]]:
@@ -94,7 +75,7 @@ def run_engine(engine: str, args) -> list[str]:
     from locky_pony import PonyStorage
 
     lines = []
-    with database(engine) as url:
+    with scratch(engine, "locky-batch-reads") as url:
         settings = Settings.from_mapping({"database_url": url, "jwt_secret": SECRET, "log_requests": False,
                                           "bcrypt_rounds": 4})
         seed.seed(settings, users=1000, groups=500, memberships=10_000, tokens=1, policy_lines=seed.CUSTOM_ROLES,

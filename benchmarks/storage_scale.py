@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -373,6 +374,31 @@ def run_engine(engine: str, args, url: str) -> bool:
     return ok
 
 
+@contextmanager
+def scratch(engine: str, prefix: str, keep: bool = False):
+    """The URL of an empty database on ``engine``: an SQLite file in a new folder, or a
+    scratch database beside the one :data:`SERVERS` names. Removed afterwards (the
+    folder with the file, its secret and mail), unless ``keep``: then its URL is printed."""
+    if engine == "sqlite":
+        directory = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+        url = f"sqlite:///{directory / 'locky.sqlite'}"
+        try:
+            yield url
+        finally:
+            if keep:
+                print(f"  (kept {url})")
+            else:
+                shutil.rmtree(directory)
+        return
+    with scratch_database(SERVERS[engine], prefix=f"{prefix.replace('-', '_')}_") as database:
+        try:
+            yield database.url
+        finally:
+            if keep:  # hand the database over instead of dropping it
+                print(f"  (kept {database.url})")
+                database.keep = True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", default="sqlite,postgres,mysql")
@@ -383,19 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ok = True
     for engine in [e.strip() for e in args.engines.split(",") if e.strip()]:
-        if engine == "sqlite":
-            directory = Path(tempfile.mkdtemp(prefix="locky-scale-"))
-            url = f"sqlite:///{directory / 'locky.sqlite'}"
+        with scratch(engine, "locky-scale", keep=args.keep) as url:
             ok &= run_engine(engine, args, url)
-            print(f"  (kept {url})" if args.keep else "")
-            if not args.keep:
-                shutil.rmtree(directory)  # the database, its secret and the mail folder
-            continue
-        with scratch_database(SERVERS[engine], prefix="locky_scale_") as scratch:
-            ok &= run_engine(engine, args, scratch.url)
-            if args.keep:  # hand the database over instead of dropping it
-                print(f"  (kept {scratch.url})")
-                scratch.keep = True
     if not ok:
         print("\nSOME STATEMENTS DO NOT USE AN INDEX (BAD above)")
     return 0 if ok else 1
