@@ -59,7 +59,7 @@ def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_u
             path = tableless_url.removeprefix("sqlite:///")
             with sqlite3.connect(path) as connection:
                 pairs = f'[["{ADA}", "{TEAM}"], ["{BEA}", "{TEAM}"]]'
-                statement = storage.members._pairs_statement().direct
+                statement = storage.members.by_pairs[0].direct
                 for analyzed in (False, True):  # without the planner's statistics, then with them
                     if analyzed:
                         connection.execute("ANALYZE")

@@ -375,7 +375,7 @@ def test_the_batch_role_read_probes_the_index_with_or_without_statistics(postgre
             expected = {(user, group): role for user, group, role, del_token in rows if del_token == 0}
             assert 40 < len(expected) < 100
             inner = storage.inner  # the Pony storage, under the cache
-            statement = inner.members._pairs_statement()
+            statement, _ = inner.members.by_pairs
             arrays = ([user for user, _ in asked], [group for _, group in asked])
             for _ in without_then_with_statistics(fresh.url, "locky_members"):
                 for mode, plan in postgres_plans(fresh.url, statement, arrays).items():

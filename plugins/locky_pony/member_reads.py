@@ -32,6 +32,7 @@ picked out. Its ``IN`` lists are padded to a power of two (:func:`.reads.padded`
 from __future__ import annotations
 
 import sqlite3
+from functools import cached_property
 from typing import Iterable
 
 import orjson
@@ -50,7 +51,6 @@ class MemberStore(stores.MemberStore):
     def __init__(self, entities, reader):
         super().__init__(entities, reader)
         self._by_size: dict[tuple[int, int], object] = {}
-        self._pairs = None
 
     def _statement(self, users: int, groups: int):
         """The SELECT for ``users`` user uuids and ``groups`` group uuids (built once each)."""
@@ -70,43 +70,41 @@ class MemberStore(stores.MemberStore):
                 f" WHERE {in_list(user_col, users)} AND {reads.live} AND {in_list(group_term, groups)}")
         return found
 
-    def _pairs_statement(self):
+    @cached_property
+    def by_pairs(self):
         """The SELECT of the pairs themselves on PostgreSQL and SQLite (see the module's
-        docstring), or ``None`` where the roles are read by ``IN`` lists."""
-        if self._pairs is None:
-            reads = self.reads
-            reader, provider, entity = reads.reader, reads.provider, reads.entity
-            user_col, group_col = column(provider, entity, "user_uuid"), column(provider, entity, "group_uuid")
-            role_col = column(provider, entity, "role")
-            if reader.dialect == "PostgreSQL":
-                self._pairs = reader.many_rows(
-                    f"asked.u, asked.g, found.{role_col}",
-                    f"SELECT {{}} FROM unnest({{}}::text[], {{}}::text[]) AS asked (u, g)"
-                    f" CROSS JOIN LATERAL (SELECT m.{role_col} FROM {reads.columns.table} m"
-                    f" WHERE m.{user_col} = asked.u AND m.{reads.live} AND m.{group_col} = asked.g LIMIT 1) found")
-            elif reader.dialect == "SQLite" and sqlite3.sqlite_version_info >= SQLITE_JSON:
-                self._pairs = reader.many_rows(
-                    f"m.{user_col}, m.{group_col}, m.{role_col}",
-                    # CROSS JOIN: SQLite keeps that order, the pairs outside.
-                    f"SELECT {{}} FROM json_each({{}}) AS asked CROSS JOIN {reads.columns.table} m"
-                    # ->> (3.38+), not json_extract's '$[0]': Pony reads a $ as a parameter.
-                    f" WHERE m.{user_col} = asked.value ->> 0 AND m.{reads.live}"
-                    f" AND m.{group_col} = asked.value ->> 1")
-            else:
-                self._pairs = False
-        return self._pairs or None
+        docstring), with what makes its parameters of the sorted pairs; ``None`` where
+        the roles are read by ``IN`` lists."""
+        reads = self.reads
+        reader, provider, entity = reads.reader, reads.provider, reads.entity
+        user_col, group_col = column(provider, entity, "user_uuid"), column(provider, entity, "group_uuid")
+        role_col = column(provider, entity, "role")
+        if reader.dialect == "PostgreSQL":
+            return reader.many_rows(
+                f"asked.u, asked.g, found.{role_col}",
+                f"SELECT {{}} FROM unnest({{}}::text[], {{}}::text[]) AS asked (u, g)"
+                f" CROSS JOIN LATERAL (SELECT m.{role_col} FROM {reads.columns.table} m"
+                f" WHERE m.{user_col} = asked.u AND m.{reads.live} AND m.{group_col} = asked.g LIMIT 1) found"
+            ), lambda asked: ([u for u, _ in asked], [g for _, g in asked])
+        if reader.dialect == "SQLite" and sqlite3.sqlite_version_info >= SQLITE_JSON:
+            return reader.many_rows(
+                f"m.{user_col}, m.{group_col}, m.{role_col}",
+                # CROSS JOIN: SQLite keeps that order, the pairs outside.
+                f"SELECT {{}} FROM json_each({{}}) AS asked CROSS JOIN {reads.columns.table} m"
+                # ->> (3.38+), not json_extract's '$[0]': Pony reads a $ as a parameter.
+                f" WHERE m.{user_col} = asked.value ->> 0 AND m.{reads.live}"
+                f" AND m.{group_col} = asked.value ->> 1"
+            ), lambda asked: (orjson.dumps(asked).decode(),)
+        return None
 
     def roles_in(self, pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
         wanted = {(u, g) for u, g in pairs if isinstance(u, str) and isinstance(g, str)}
         if not wanted:
             return {}
-        statement = self._pairs_statement()
-        if statement is not None:
-            asked = sorted(wanted)
-            params = ((orjson.dumps(asked).decode(),) if self.reads.reader.dialect == "SQLite"
-                      else ([u for u, _ in asked], [g for _, g in asked]))
-            return {(user_uuid, group_uuid): role
-                    for user_uuid, group_uuid, role in self.reads.reader.select(statement, params)}
+        if self.by_pairs is not None:
+            statement, parameters = self.by_pairs
+            return {(user_uuid, group_uuid): role for user_uuid, group_uuid, role
+                    in self.reads.reader.select(statement, parameters(sorted(wanted)))}
         users = sorted({u for u, _ in wanted})
         groups = sorted({g for _, g in wanted})
         found: dict[tuple[str, str], str] = {}

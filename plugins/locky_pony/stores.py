@@ -108,8 +108,7 @@ class Collection:
 
     def _live_of(self, name: str, values: Iterable[Any], *, unique: bool = False) -> list:
         """The live records whose column ``name`` (``unique`` or not) is one of the
-        ``str`` among ``values``, in no order, in one statement per
-        :data:`.reads.IN_CHUNK` values."""
+        ``str`` among ``values``, in no order (:meth:`.reads.RecordReads.find_many`)."""
         wanted = sorted({value for value in values if isinstance(value, str)})
         return self.reads.find_many(name, wanted, unique=unique) if wanted else []
 
