@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from locky import hookimpl
+from locky.testing import ADMIN_EMAIL, LockyClient
+
 from authz_helpers import (
     NOBODY,
     UUID4,
@@ -556,6 +559,63 @@ def test_subjects_keyset_paging(locky_client, locky_user, locky_admin, storage):
     assert listed[locky_admin.uuid]["email_verified"] is True
 
 
+class _DecisionLog:
+    """Hears every decision the app makes (``locky_decision``, docs/hooks.md), and vetoes
+    ``reports`` for the users in ``vetoed`` (``locky_check_access``)."""
+
+    def __init__(self):
+        self.heard: list[tuple[int, str]] = []
+        self.vetoed: set[int] = set()
+
+    @hookimpl
+    def locky_check_access(self, context, identity, resource, action, scope):
+        return False if resource == "reports" and identity.user.id in self.vetoed else None
+
+    @hookimpl
+    def locky_decision(self, context, identity, resource, action, scope, allowed):
+        self.heard.append((identity.user.id, resource))
+
+
+def test_a_subjects_page_decides_only_what_it_walks_past(locky_app_factory):
+    """A page of subjects is decided in user id order from its cursor, one candidate at a
+    time, and no further than one allowed past the page (docs/http/README.md: keyset
+    paging, constant cost per page): the holders beyond it are not asked about, however
+    many there are. Candidates the decision refuses are walked past and left out."""
+    log = _DecisionLog()
+    client = LockyClient(locky_app_factory([log]))
+    admin = client.account(ADMIN_EMAIL, verified=True)
+    caller = client.account("caller@example.com")
+    storage = client.app.context.storage
+    create_role(client, admin, "auditor", [("reports", "read")])
+    auditors = [client.account(f"auditor{i}@example.com") for i in range(12)]
+    for account in auditors:
+        storage.grants.grant(account.uuid, "auditor")
+    log.vetoed = {a.id for a in auditors[1::3]}  # candidates the decision refuses
+    candidates = sorted([admin.id] + [a.id for a in auditors])
+    allowed = [i for i in candidates if i not in log.vetoed]
+
+    def page(**params) -> tuple[list[int], list[int]]:
+        log.heard.clear()
+        body = subjects_page(client, caller, "reports", "read", **params)
+        return [u["id"] for u in body["users"]], [who for who, resource in log.heard if resource == "reports"]
+
+    def walked(after_id: int, up_to: int) -> list[int]:
+        """The candidates after ``after_id`` up to and including the allowed ``up_to``."""
+        return [i for i in candidates if after_id < i <= up_to]
+
+    listed, asked = page(limit=3)
+    assert listed == allowed[:3]
+    assert asked == walked(0, allowed[3])  # the page, and one more to know that another follows
+    listed, asked = page(limit=2, after_id=allowed[3])
+    assert listed == allowed[4:6] and asked == walked(allowed[3], allowed[6])
+    # The last page walks to the end, and says it is the last.
+    body = subjects_page(client, caller, "reports", "read", limit=50, after_id=allowed[-3])
+    assert [u["id"] for u in body["users"]] == allowed[-2:] and body["next_after_id"] is None
+    log.heard.clear()
+    listed, asked = page(limit=50, after_id=allowed[-3])
+    assert asked == [i for i in candidates if i > allowed[-3]]
+
+
 def test_subjects_all_users(locky_client, locky_user, locky_admin):
     users, everyone = subjects(locky_client, locky_user, "groups", "read")
     assert everyone is True
@@ -648,7 +708,6 @@ def test_every_operation_needs_a_token(locky_client, locky_user, index, authoriz
 
 
 def test_a_caller_without_authz_read_gets_403(tmp_path, locky_app_factory):
-    from locky.testing import ADMIN_EMAIL, LockyClient
 
     directory = tmp_path / "policy"
     directory.mkdir()

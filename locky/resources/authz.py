@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from contextlib import nullcontext
+from itertools import islice
 from typing import Any, ContextManager
 
 from marshmallow import ValidationError
@@ -224,17 +225,17 @@ class AuthzSubjects:
         resource, action, group_uuid = query["resource"], query["action"], query.get("group_uuid")
         holders = self.decisions.capability("explicit_holders")(resource, action, group_uuid)
         everyone = self.decisions.capability("may_everyone")(resource, action)
-        users = self.decisions.users_of(holders)
-        allowed = sorted(
-            (user for user in users.values()
-             if user.id > query["after_id"]
-             and self.decisions.allowed(user, resource, action, group_uuid)),
-            key=lambda user: user.id,
-        )
-        page = allowed[:query["limit"]]
+        after_id, limit = query["after_id"], query["limit"]
+        # The candidates past the cursor in id order, decided one by one until the page
+        # and one more are found: a page costs its own decisions, not every holder's.
+        candidates = sorted((user for user in self.decisions.users_of(holders).values() if user.id > after_id),
+                            key=lambda user: user.id)
+        allowed = list(islice((user for user in candidates
+                               if self.decisions.allowed(user, resource, action, group_uuid)), limit + 1))
+        page = allowed[:limit]
         resp.media = {
             "users": [USER.dump(user) for user in page],
-            "next_after_id": page[-1].id if len(allowed) > query["limit"] else None,
+            "next_after_id": page[-1].id if len(allowed) > limit else None,
             "all_users": bool(everyone),
         }
 
