@@ -616,6 +616,28 @@ def test_a_subjects_page_decides_only_what_it_walks_past(locky_app_factory):
     assert asked == [i for i in candidates if i > allowed[-3]]
 
 
+def test_subjects_and_permissions_decide_on_the_callers_policy_revision(locky_client, locky_user, locky_admin,
+                                                                         storage, monkeypatch):
+    """Every decision of a subjects page, and a user's permissions, take the policy
+    revision read with the caller's session, as a check does: none asks storage for it
+    again (on PostgreSQL and MariaDB that was a round trip per listed user)."""
+    create_role(locky_client, locky_admin, "auditor", [("reports", "read")])
+    auditors = [locky_client.account(f"auditor{i}@example.com") for i in range(4)]
+    for account in auditors:
+        storage.grants.grant(account.uuid, "auditor")
+    subjects(locky_client, locky_user, "reports", "read")  # the policy snapshot is made
+    context_storage = locky_client.app.context.storage
+    asked = []
+    read = context_storage.revision
+    monkeypatch.setattr(context_storage, "revision", lambda: asked.append(1) or read())
+    listed, everyone = subjects(locky_client, locky_user, "reports", "read", limit=2)
+    assert sorted(u["id"] for u in listed) == sorted([locky_admin.id] + [a.id for a in auditors])
+    assert everyone is False
+    assert ("reports", "read", "global", None, "auditor") in triples(
+        permissions(locky_client, locky_user, auditors[0].uuid))
+    assert asked == []
+
+
 def test_subjects_all_users(locky_client, locky_user, locky_admin):
     users, everyone = subjects(locky_client, locky_user, "groups", "read")
     assert everyone is True

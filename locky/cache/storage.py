@@ -90,7 +90,8 @@ class Cache:
         now = time.monotonic()
         with self._lock:
             found = [self._live(key, now) for key in keys]
-        missing = found.count(MISSING)
+        # By identity: list.count compares with ==, which calls every record's __eq__.
+        missing = sum(1 for value in found if value is MISSING)
         self.hits += len(found) - missing
         self.misses += missing
         return found

@@ -206,7 +206,7 @@ class AuthzPermissions:
             contexts = [None] if first else []
             contexts += [member.group_uuid for member in page.items]
             next_after_id = page.next_after_id
-        found = permissions(user, contexts) if contexts else []
+        found = permissions(user, contexts, policy_revision=req.context.identity.policy_revision) if contexts else []
         # The body of docs/http/authorization.md, {"permissions": [...]}, whole when it fits in one
         # page; a cursor is added only when more groups follow.
         resp.media = {"permissions": found} if next_after_id is None else \
@@ -223,15 +223,19 @@ class AuthzSubjects:
         self.context.require(req.context.identity, "authz", "read")
         query = load_query(SubjectsQuerySchema(), req)
         resource, action, group_uuid = query["resource"], query["action"], query.get("group_uuid")
-        holders = self.decisions.capability("explicit_holders")(resource, action, group_uuid)
-        everyone = self.decisions.capability("may_everyone")(resource, action)
+        # The caller's policy revision (read with their session) for every decision of the
+        # page, as a check takes it: None lets the authorizer read storage's.
+        revision = req.context.identity.policy_revision
+        holders = self.decisions.capability("explicit_holders")(resource, action, group_uuid,
+                                                                policy_revision=revision)
+        everyone = self.decisions.capability("may_everyone")(resource, action, policy_revision=revision)
         after_id, limit = query["after_id"], query["limit"]
         # The candidates past the cursor in id order, decided one by one until the page
         # and one more are found: a page costs its own decisions, not every holder's.
         candidates = sorted((user for user in self.decisions.users_of(holders).values() if user.id > after_id),
                             key=lambda user: user.id)
         allowed = list(islice((user for user in candidates
-                               if self.decisions.allowed(user, resource, action, group_uuid)), limit + 1))
+                               if self.decisions.allowed(user, resource, action, group_uuid, revision)), limit + 1))
         page = allowed[:limit]
         resp.media = {
             "users": [USER.dump(user) for user in page],
