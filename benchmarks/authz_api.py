@@ -334,6 +334,13 @@ BATCH = "batch of 100 checks (POST)"
 NEW_QUESTIONS = "batch of 100, new questions"
 SINGLE = "single check (GET)"
 ITEM = "user by id (GET, own)"
+EXPLAINED = "single check, explained (GET)"
+PERMISSIONS = "permissions of a user (GET)"
+#: A page of :data:`SUBJECTS_PAGE` users who may, of a permission few hold (one custom
+#: role's, 10 holders at 1,000 users) and of one everybody holds (``bench-all``'s).
+SUBJECTS_FEW = "subjects, page of 10 of 10 holders"
+SUBJECTS_MANY = "subjects, page of 10 of all users"
+SUBJECTS_PAGE = 10
 
 
 @dataclass
@@ -350,8 +357,40 @@ class ThroughputRow:
 
     def line(self) -> str:
         per_decision = f"{'':>9}" if math.isnan(self.cpu_us_per_decision) else f"{self.cpu_us_per_decision:9.1f}"
-        return (f"  {self.name:<40} {self.rps:>9.1f} {self.cpu_us:>10.0f} {per_decision} {self.errors:>6}"
+        return (f"  {self.name:<46} {self.rps:>9.1f} {self.cpu_us:>10.0f} {per_decision} {self.errors:>6}"
                 f" {self.load1:>6.2f}")
+
+
+def listing_paths(api: Http, world: dict, rng: random.Random, asked: list[tuple[dict, bool]]) -> dict[str, list[str]]:
+    """The paths of :data:`EXPLAINED`, :data:`PERMISSIONS`, :data:`SUBJECTS_FEW` and
+    :data:`SUBJECTS_MANY` for ``wrk``, each answer checked once against the seeding here."""
+    explained = [f"{CHECK}?{urlencode({**params, 'explain': 'true'})}" for params, _ in asked[:2000]]
+    for path, (_, expected) in list(zip(explained, asked))[:50]:
+        status, body = api.request("GET", path)
+        if status != 200 or body["allowed"] is not expected or bool(body["matched"]) is not expected:
+            raise SystemExit(f"wrong explanation: {path} {status} {body}")
+    held = [world["held"][rng.randrange(len(world["held"]))] for _ in range(500)]
+    permissions = [f"/v1/internal/authz/permissions?{urlencode({'user_uuid': user, 'group_uuid': group})}"
+                   for user, group, _ in held[:250]]
+    permissions += [f"/v1/internal/authz/permissions?{urlencode({'user_uuid': user})}" for user, _, _ in held[250:]]
+    for path, (user_uuid, _, _) in list(zip(permissions, held))[::25]:
+        status, body = api.request("GET", path)
+        vias = {p["via"] for p in body.get("permissions", ())} if status == 200 else set()
+        if f"bench-r{user_grant(world, user_uuid)}" not in vias:
+            raise SystemExit(f"wrong permissions: {path} {status} {body}")
+    # Each custom role past the membership roles (bench-r0..9) is granted to every
+    # ``roles``-th user: 10 holders at 1,000 users and 100 roles.
+    rare = range(seed.CUSTOM_ROLES, world["roles"])
+    few = [f"/v1/internal/authz/subjects?resource=app{r}.res0&action=read&limit={SUBJECTS_PAGE}" for r in rare]
+    ids = sorted(api.get("/v1/internal/authz/subjects", {"resource": "dashboard", "action": "read", "limit": 500})
+                 ["users"][i]["id"] for i in range(0, 500, SUBJECTS_PAGE))
+    many = [f"/v1/internal/authz/subjects?resource=dashboard&action=read&limit={SUBJECTS_PAGE}&after_id={after}"
+            for after in ids]
+    for path, expected in ((few[0], len(world["users"]) // world["roles"]), (many[-1], SUBJECTS_PAGE)):
+        status, body = api.request("GET", path)
+        if status != 200 or len(body["users"]) != min(expected, SUBJECTS_PAGE):
+            raise SystemExit(f"wrong subjects: {path} {status} {body}")
+    return {EXPLAINED: explained, PERMISSIONS: permissions, SUBJECTS_FEW: few, SUBJECTS_MANY: many}
 
 
 def _measured(name: str, url: str, script: str, args, master_pid: int, decisions: int) -> ThroughputRow:
@@ -389,7 +428,9 @@ def throughput(engine: str, workdir: Path, args) -> list[ThroughputRow]:
                     raise SystemExit("wrong batch answer")
                 bodies.append(body)
             bodies, new_bodies = bodies[:BATCHES], bodies[BATCHES:]
-            singles = [f"{CHECK}?{urlencode(params)}" for params, _ in questions(world, rng, SINGLES)]
+            asked_singly = questions(world, rng, SINGLES)
+            singles = [f"{CHECK}?{urlencode(params)}" for params, _ in asked_singly]
+            listings = listing_paths(remote, world, rng, asked_singly)
             me = remote.get("/v1/internal/users/me", {})
             item = [f"/v1/internal/users/{me['id']}"]
             pid = server.process.pid
@@ -398,13 +439,16 @@ def throughput(engine: str, workdir: Path, args) -> list[ThroughputRow]:
             print(f"{engine}: {len(world['users']):,} users, {world['seeded'].memberships:,} memberships,"
                   f" {world['lines']:,} policy lines; wrk -t{args.threads} -c{args.connections}"
                   f" -d{args.seconds:g}s, 2 workers")
-            print(f"  {'scenario':<40} {'req/s':>9} {'CPU µs/r':>10} {'µs/dec':>9} {'errors':>6} {'load1':>6}")
+            print(f"  {'scenario':<46} {'req/s':>9} {'CPU µs/r':>10} {'µs/dec':>9} {'errors':>6} {'load1':>6}")
             rows = []
+            for name, paths in listings.items():
+                load.run("warm-up", server.url, load.get_script(paths, [token]), seconds=1, connections=4)
             for scenario, script, decisions in (
                     (BATCH, _authorized_post_script(token, bodies), 100),
                     (NEW_QUESTIONS, _authorized_post_script(token, new_bodies), 100),
                     (SINGLE, load.get_script(singles, [token]), 1),
-                    (ITEM, load.get_script(item, [token]), 1)):
+                    (ITEM, load.get_script(item, [token]), 1),
+                    *((name, load.get_script(paths, [token]), 1) for name, paths in listings.items())):
                 rows.append(_measured(f"{engine}: {scenario}", server.url, script, args, pid, decisions))
                 print(rows[-1].line())
             return rows

@@ -70,6 +70,12 @@ ITEM_VS_FLOOR = 0.8
 DECISION_CPU_US = 20
 #: Single check req/s over the user-by-id read's, in the same decision API run.
 SINGLE_VS_ITEM = 1.0
+#: The explained check's and a user's permissions' req/s over the single check's (each
+#: costs at most twice a decision), in the same decision API run.
+EXPLAINED_VS_SINGLE = PERMISSIONS_VS_SINGLE = 0.5
+#: A page of subjects of a permission every user holds over a page as long of one 10
+#: users hold: a page costs about the same however many hold it (keyset paging).
+SUBJECTS_MANY_VS_FEW = 0.5
 LOGIN_VS_CEILING = 0.9
 POLICY_SLOWDOWN = 0.15  # 1,000 and 10,000 stored policy lines against 10
 P99_MS = 25
@@ -483,6 +489,14 @@ def bench_engine(engine: str, workdir: Path, server_url: str, seconds: float, ro
                         f" {single.cpu_us:.0f} vs {own.cpu_us:.0f} µs/r)" if single and own else "not measured",
                         bool(single and own) and single.rps >= SINGLE_VS_ITEM * own.rps
                         and single.errors == own.errors == 0))
+    for scenario, over, bound in ((authz_api.EXPLAINED, authz_api.SINGLE, EXPLAINED_VS_SINGLE),
+                                  (authz_api.PERMISSIONS, authz_api.SINGLE, PERMISSIONS_VS_SINGLE),
+                                  (authz_api.SUBJECTS_MANY, authz_api.SUBJECTS_FEW, SUBJECTS_MANY_VS_FEW)):
+        r, o = decided.get(scenario), decided.get(over)
+        checks.append(Check(engine, f"decisions: {scenario} req/s >= {bound:g}x {over}'s",
+                            f"{r.rps / o.rps:.2f}x ({r.rps:.0f} vs {o.rps:.0f} req/s;"
+                            f" {r.cpu_us:.0f} vs {o.cpu_us:.0f} µs/r)" if r and o else "not measured",
+                            bool(r and o) and r.rps >= bound * o.rps and r.errors == o.errors == 0))
     for mode in ("", f" {CLOSE}"):
         hello = merged[HELLO if not mode else f"hello{mode}"]
         for path in (ITEM, LIST):
@@ -640,7 +654,7 @@ def print_table(reports: list[EngineReport], go_checks: list[Check]) -> None:
     for report in reports:
         if report.decisions:
             print(f"\ndecision API ({report.engine}, benchmarks/authz_api.py --throughput)")
-            print(f"  {'scenario':<40} {'req/s':>9} {'CPU µs/r':>10} {'µs/dec':>9} {'errors':>6} {'load1':>6}")
+            print(f"  {'scenario':<46} {'req/s':>9} {'CPU µs/r':>10} {'µs/dec':>9} {'errors':>6} {'load1':>6}")
             for decision in report.decisions:
                 print(decision.line())
     head = f"{'engine':<8} {'target':<72} {'measured':<68} ok"
