@@ -28,8 +28,10 @@ cannot pass. A script, not a test.
 of ``--engines`` (a smaller world: ``--users`` 1,000 by default): ``wrk`` against a real
 ``locky serve`` (2 workers) posting batches of 100 checks (group-scoped, half allowed),
 first 20 bodies cycled (decisions the workers made before), then 300 (nearly every
-decision made anew), then single ``GET`` checks, then a user read by id; req/s, and the CPU of the server's
-processes (``/proc``) per decision and per request, with the machine's load average:
+decision made anew), then single ``GET`` checks, a user read by id, explained checks, a
+user's permissions and pages of subjects (:func:`listing_paths`), each warmed for a
+second before it is measured; req/s, and the CPU of the server's processes (``/proc``)
+per decision and per request, with the machine's load average:
 
     python -m benchmarks.authz_api --throughput --engines sqlite,postgres,mysql --seconds 5
 """
@@ -434,21 +436,23 @@ def throughput(engine: str, workdir: Path, args) -> list[ThroughputRow]:
             me = remote.get("/v1/internal/users/me", {})
             item = [f"/v1/internal/users/{me['id']}"]
             pid = server.process.pid
-            load.run("warm-up", server.url, _authorized_post_script(token, bodies), seconds=1, connections=4)
-            load.run("warm-up", server.url, load.get_script(singles, [token]), seconds=1, connections=4)
             print(f"{engine}: {len(world['users']):,} users, {world['seeded'].memberships:,} memberships,"
                   f" {world['lines']:,} policy lines; wrk -t{args.threads} -c{args.connections}"
                   f" -d{args.seconds:g}s, 2 workers")
             print(f"  {'scenario':<46} {'req/s':>9} {'CPU µs/r':>10} {'µs/dec':>9} {'errors':>6} {'load1':>6}")
             rows = []
-            for name, paths in listings.items():
-                load.run("warm-up", server.url, load.get_script(paths, [token]), seconds=1, connections=4)
-            for scenario, script, decisions in (
-                    (BATCH, _authorized_post_script(token, bodies), 100),
-                    (NEW_QUESTIONS, _authorized_post_script(token, new_bodies), 100),
-                    (SINGLE, load.get_script(singles, [token]), 1),
-                    (ITEM, load.get_script(item, [token]), 1),
-                    *((name, load.get_script(paths, [token]), 1) for name, paths in listings.items())):
+            # Each scenario is warmed (1 s of the same requests) right before it is
+            # measured, so that it runs on the caches its own requests fill, not on what
+            # the scenario before it left in them (each worker's storage cache is bounded);
+            # the new questions are not: they are there to be decided anew.
+            for scenario, script, decisions, warm in (
+                    (BATCH, _authorized_post_script(token, bodies), 100, True),
+                    (NEW_QUESTIONS, _authorized_post_script(token, new_bodies), 100, False),
+                    (SINGLE, load.get_script(singles, [token]), 1, True),
+                    (ITEM, load.get_script(item, [token]), 1, True),
+                    *((name, load.get_script(paths, [token]), 1, True) for name, paths in listings.items())):
+                if warm:
+                    load.run("warm-up", server.url, script, seconds=1, connections=4)
                 rows.append(_measured(f"{engine}: {scenario}", server.url, script, args, pid, decisions))
                 print(rows[-1].line())
             return rows
