@@ -214,11 +214,18 @@ def undo_membership_roles_index_step(url: str) -> None:
     raw(url, f"DROP INDEX {index} ON locky_members" if engine(url) == "mysql" else f"DROP INDEX {index}")
 
 
+def undo_grants_role_index_step(url: str) -> None:
+    """Undo schema step 12 (``v0012_grants_role_index``): the grants' index on role."""
+    index = "idx_locky_grants__role_user_uuid"
+    raw(url, f"DROP INDEX {index} ON locky_grants" if engine(url) == "mysql" else f"DROP INDEX {index}")
+
+
 def test_a_database_behind_the_code_migrates_or_names_the_command(database_url):
     app_for(database_url).close()
     raw(database_url, f"UPDATE locky_meta SET number = 1 WHERE {meta_key(database_url)} = 'schema_version'")
     raw(database_url, "DROP TABLE locky_schema_history")  # back to the 1.0.0 schema:
-    undo_membership_roles_index_step(database_url)  # step 11 undone
+    undo_grants_role_index_step(database_url)  # step 12 undone
+    undo_membership_roles_index_step(database_url)  # and step 11
     undo_passkeys_step(database_url)  # step 10 undone
     undo_throttle_backoff_step(database_url)  # step 3 undone too
     undo_account_lifecycle_step(database_url)  # and step 4

@@ -162,6 +162,7 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         user_uuid = Required(str, 36, autostrip=False)
         role = Required(str, 64, autostrip=False)
         composite_key(user_uuid, role)
+        composite_index(role, user_uuid)  # schema step 12
 
     class CodeRow(db.Entity):
         # A single-use code, kept only as its SHA-256 hash (see locky.providers.CodeStore).
