@@ -66,3 +66,36 @@ def test_a_working_set_above_the_bound_keeps_most_of_it(tmp_path):
         assert storage.cache.misses == misses + 1
     finally:
         storage.close()
+
+
+def test_a_read_of_more_users_than_half_the_room_keeps_the_working_set(tmp_path):
+    """Reading many users at once (``get_many_by_uuid``: the holders of a role everyone
+    holds, for ``/authz/subjects``) answers them all, but keeps them only while they
+    take at most half the cache's room: a larger read would push out every other
+    request's entries, each then read from storage again."""
+    path = tmp_path / "many.sqlite"
+    inner = open_storage(make_settings(f"sqlite:///{path}", auth_cache="off"))
+    storage = CachingStorage(inner, DataVersionBus(str(path), 5.0), max_entries=20)
+    try:
+        storage.migrate()
+        users = [storage.users.create(email=f"u{n}@example.com", password_hash="x", name=f"U{n}")
+                 for n in range(40)]
+        working = [user.uuid for user in users[:8]]
+        for uuid in working:
+            assert storage.users.get_by_uuid(uuid).uuid == uuid
+        wanted = [user.uuid for user in users[8:]]  # 32 users: more than the cache holds
+        found = storage.users.get_many_by_uuid(wanted)
+        assert {uuid: user.email for uuid, user in found.items()} == {
+            user.uuid: user.email for user in users[8:]}
+        hits = storage.cache.hits
+        for uuid in working:  # still kept: the large read kept none of its own
+            assert storage.users.get_by_uuid(uuid).uuid == uuid
+        assert storage.cache.hits == hits + len(working)
+        misses = storage.cache.misses
+        assert len(storage.users.get_many_by_uuid(wanted[:10])) == 10  # 10 of 20 places: kept
+        assert storage.cache.misses == misses + 10
+        hits = storage.cache.hits
+        assert len(storage.users.get_many_by_uuid(wanted[:10])) == 10
+        assert storage.cache.hits == hits + 10
+    finally:
+        storage.close()

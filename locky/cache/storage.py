@@ -177,11 +177,19 @@ def kept(cache: Cache, key: Hashable, read: Callable[[], Any], how: Callable[[An
 
 
 
+#: The share of a cache's room one read of many keys may fill: what a larger read misses
+#: is read and answered, not kept. The users of a role everybody holds, listed by
+#: ``/v1/internal/authz/subjects``, would otherwise push out every other request's
+#: entries (the caller's session, the roles it checks), each then read from storage again.
+MANY_KEEPS_AT_MOST = 0.5
+
+
 def kept_many(cache: Cache, keys: dict[Hashable, Any], read: Callable[[list], dict], how: Callable[[Any], dict],
               ) -> dict[Any, Any]:
     """:func:`kept` of many: ``keys`` maps each cache key to what ``read`` is given for
     it; the values found, by that argument. What the cache misses is read at once
-    (``read(arguments) -> {argument: value}``) and kept."""
+    (``read(arguments) -> {argument: value}``) and kept, unless it would fill more than
+    :data:`MANY_KEEPS_AT_MOST` of the cache's room."""
     found: dict[Any, Any] = {}
     missing = []
     for (key, argument), value in zip(keys.items(), cache.get_many(list(keys))):
@@ -190,8 +198,9 @@ def kept_many(cache: Cache, keys: dict[Hashable, Any], read: Callable[[list], di
         else:
             found[argument] = value
     if missing:
+        keep = len(missing) <= cache.max_entries * MANY_KEEPS_AT_MOST
         token = cache.token()
-        marked = FILLING.set(True)
+        marked = FILLING.set(keep)
         try:
             read_now = read([argument for _, argument in missing])
         finally:
@@ -199,7 +208,8 @@ def kept_many(cache: Cache, keys: dict[Hashable, Any], read: Callable[[list], di
         for key, argument in missing:
             value = read_now.get(argument)
             if value is not None:
-                cache.put(key, value, token, **how(value))
+                if keep:
+                    cache.put(key, value, token, **how(value))
                 found[argument] = value
     return found
 
