@@ -384,8 +384,8 @@ def listing_paths(api: Http, world: dict, rng: random.Random, asked: list[tuple[
     # ``roles``-th user: 10 holders at 1,000 users and 100 roles.
     rare = range(seed.CUSTOM_ROLES, world["roles"])
     few = [f"/v1/internal/authz/subjects?resource=app{r}.res0&action=read&limit={SUBJECTS_PAGE}" for r in rare]
-    ids = sorted(api.get("/v1/internal/authz/subjects", {"resource": "dashboard", "action": "read", "limit": 500})
-                 ["users"][i]["id"] for i in range(0, 500, SUBJECTS_PAGE))
+    everyone = api.get("/v1/internal/authz/subjects", {"resource": "dashboard", "action": "read", "limit": 500})
+    ids = [user["id"] for user in everyone["users"][::SUBJECTS_PAGE]]  # in id order, as listed
     many = [f"/v1/internal/authz/subjects?resource=dashboard&action=read&limit={SUBJECTS_PAGE}&after_id={after}"
             for after in ids]
     for path, expected in ((few[0], len(world["users"]) // world["roles"]), (many[-1], SUBJECTS_PAGE)):

@@ -87,11 +87,9 @@ class Cache:
         if not self.fresh():
             self.misses += len(keys)
             return [MISSING] * len(keys)
-        now, max_age = time.monotonic(), self.max_age
+        now = time.monotonic()
         with self._lock:
-            get = self._entries.get  # _live's test, inlined: this reads a batch's or a page's keys
-            found = [entry[0] if (entry := get(key)) is not None and now - entry[1] < max_age else MISSING
-                     for key in keys]
+            found = [self._live(key, now) for key in keys]
         # By identity: list.count compares with ==, which calls every record's __eq__.
         missing = sum(1 for value in found if value is MISSING)
         self.hits += len(found) - missing
