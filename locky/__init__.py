@@ -29,7 +29,8 @@ _EXPORTS = {
     "AuditStore": "locky.providers", "CodeStore": "locky.providers", "DeliveryStore": "locky.providers",
     "DocumentPages": "locky.providers",
     "ExplainingAuthorizer": "locky.providers", "GrantStore": "locky.providers", "GroupStore": "locky.providers",
-    "KeyStore": "locky.providers", "LoginThrottle": "locky.providers", "Mailer": "locky.providers",
+    "HolderSources": "locky.providers", "KeyStore": "locky.providers", "LoginThrottle": "locky.providers",
+    "Mailer": "locky.providers",
     "MemberStore": "locky.providers", "Outbox": "locky.providers", "RecordStore": "locky.providers",
     "RoleStore": "locky.providers", "SessionStore": "locky.providers", "TotpStore": "locky.providers",
     "UserStore": "locky.providers", "WebhookStore": "locky.providers",
@@ -77,8 +78,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from locky.plugins import hookimpl
     from locky.providers import (
         AuditStore, Authorizer, BuiltinRole, Claims, CodeStore, DeliveryStore, DocumentPages, ExplainingAuthorizer,
-        GrantStore, GroupStore, IssuedToken, KeyStore, LoginThrottle, Mailer, MemberStore, Migration, Outbox,
-        PasswordHasher, RecordStore, RoleStore, SchemaState, SessionStore, Storage, TokenBackend, TotpStore,
+        GrantStore, GroupStore, HolderSources, IssuedToken, KeyStore, LoginThrottle, Mailer, MemberStore, Migration,
+        Outbox, PasswordHasher, RecordStore, RoleStore, SchemaState, SessionStore, Storage, TokenBackend, TotpStore,
         UserStore, WebhookStore, AuthorizationCodeStore, ConsentStore, OAuthClientStore, PasskeyStore,
     )
     from locky.records import (
@@ -121,6 +122,7 @@ __all__ = [
     "GrantStore",
     "Group",
     "GroupStore",
+    "HolderSources",
     "Identity",
     "Invalid",
     "IssuedToken",

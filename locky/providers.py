@@ -285,6 +285,13 @@ class MemberStore(RecordStore[Member], Protocol):
         members with it; a storage without it is listed group by group
         (:meth:`RecordStore.list` with ``group_uuid``)."""
 
+    def holders_by_id(self, group_uuid: str, roles: Iterable[str], after_id: int,
+                      limit: int) -> list[tuple[int, str]]:
+        """A page of the users whose live membership in the group has any of ``roles``:
+        ``(user id, user uuid)`` of those whose id is above ``after_id``, by id, at most
+        ``limit`` (:meth:`GrantStore.holders_by_id` for a group); a ``group_uuid`` that is no
+        string lists none. A storage without it is listed with :meth:`RecordStore.list`."""
+
 
 class RoleStore(RecordStore[Role], Protocol):
     """Roles: built-in ones (from the policy files, ``builtin`` true) and custom ones
@@ -591,6 +598,14 @@ class GrantStore(Protocol):
     def holders(self, role: str) -> list[str]:
         """The uuids of the users granted ``role`` (who may do what it allows,
         ``/v1/internal/authz/subjects``), in no particular order."""
+
+    def holders_by_id(self, roles: Iterable[str], after_id: int, limit: int) -> list[tuple[int, str]]:
+        """A page of the users granted any of ``roles``: ``(user id, user uuid)`` of those
+        whose id is above ``after_id``, by id, each once, at most ``limit``. Deleted users
+        may be listed (Locky leaves them out); a grant to a subject that is no user
+        (``client:<client_id>``) is not. A page of ``/v1/internal/authz/subjects`` reads
+        its candidates with it, so its cost is the page's, not the number of holders; a
+        storage without it is read with :meth:`holders` and the users' records."""
 
 
 @dataclass(frozen=True)
@@ -995,4 +1010,26 @@ class ExplainingAuthorizer(Authorizer, Protocol):
     def explicit_holders(self, resource: str, action: str, group_uuid: str | None,
                          policy_revision: int | None = None) -> set[str]:
         """Uuids of the users who may do it through more than what every user holds
-        (a superset is fine: Locky checks each with :meth:`is_allowed`)."""
+        (a superset is fine: Locky checks each with :meth:`is_allowed`). An authorizer
+        that also has :meth:`holder_sources` is asked that instead."""
+
+    def holder_sources(self, resource: str, action: str, group_uuid: str | None,
+                       policy_revision: int | None = None) -> "HolderSources":
+        """Where :meth:`explicit_holders` finds its users, for storage to page them by id
+        (:class:`HolderSources`): ``/v1/internal/authz/subjects`` then reads a page's
+        candidates, not every holder. Optional: without it, the uuids of
+        :meth:`explicit_holders` are paged."""
+
+
+@dataclass(frozen=True)
+class HolderSources:
+    """Who may do something through more than what every user holds, as storage finds
+    them (:meth:`ExplainingAuthorizer.holder_sources`): the users granted any of
+    ``roles`` globally (:meth:`GrantStore.holders_by_id`), those whose membership in
+    ``group_uuid`` has any of ``group_roles`` (:meth:`MemberStore.holders_by_id`), and
+    ``user_uuids`` named one by one. A superset is fine: Locky checks each candidate."""
+
+    roles: frozenset[str] = frozenset()
+    group_uuid: str | None = None
+    group_roles: frozenset[str] = frozenset()
+    user_uuids: frozenset[str] = frozenset()

@@ -168,6 +168,20 @@ def storage(locky_client):
     return locky_client.app.context.storage
 
 
+@pytest.fixture(params=["paged", "authorizer without holder_sources", "storage without holders_by_id"])
+def holder_reads(request, locky_client, monkeypatch):
+    """How a page of subjects finds its candidates: storage pages the sources the
+    authorizer names (``holder_sources``, the stores' ``holders_by_id``); an authorizer
+    or a storage written before them is read whole, with the same answers."""
+    context = locky_client.app.context
+    if request.param == "authorizer without holder_sources":
+        monkeypatch.setattr(context.authorizer, "holder_sources", None, raising=False)
+    elif request.param == "storage without holders_by_id":
+        for store in (context.storage.grants, context.storage.members):
+            monkeypatch.setattr(store, "holders_by_id", None, raising=False)
+    return request.param
+
+
 # -- explain ----------------------------------------------------------------------------
 
 
@@ -524,7 +538,7 @@ def test_permissions_of_unknown_and_deleted_users_are_empty(locky_client, locky_
 # -- subjects ---------------------------------------------------------------------------
 
 
-def test_subjects_keyset_paging(locky_client, locky_user, locky_admin, storage):
+def test_subjects_keyset_paging(locky_client, locky_user, locky_admin, storage, holder_reads):
     create_role(locky_client, locky_admin, "auditor", [("reports", "read")])
     auditors = [locky_client.account(f"auditor{i}@example.com") for i in range(7)]
     for account in auditors:
@@ -615,6 +629,30 @@ def test_a_subjects_page_decides_only_what_it_walks_past(locky_app_factory):
     assert asked == [i for i in candidates if i > allowed[-3]]
 
 
+def test_a_subjects_page_reads_only_what_it_walks_past(locky_client, locky_user, locky_admin, storage,
+                                                       monkeypatch):
+    """A page reads its candidates from storage a page and one more at a time, by id
+    from its cursor (``holders_by_id``), not every holder of the roles that allow it:
+    with 30 holders a page of 3 reads 4 of them, and their 4 user records (and the admin's,
+    whom the policy names by address)."""
+    create_role(locky_client, locky_admin, "auditor", [("reports", "read")])
+    auditors = [locky_client.account(f"auditor{i}@example.com") for i in range(30)]
+    for account in auditors:
+        storage.grants.grant(account.uuid, "auditor")
+    ids = sorted([locky_admin.id] + [a.id for a in auditors])
+    grants, users = locky_client.app.context.storage.grants, locky_client.app.context.storage.users
+    pages, records = [], []
+    holders_by_id, get_many = grants.holders_by_id, users.get_many_by_uuid
+    monkeypatch.setattr(grants, "holders", lambda role: pytest.fail(f"every holder of {role} read"))
+    monkeypatch.setattr(grants, "holders_by_id", lambda *a: pages.append(holders_by_id(*a)) or pages[-1])
+    monkeypatch.setattr(users, "get_many_by_uuid", lambda uuids: records.append(list(uuids)) or get_many(records[-1]))
+
+    body = subjects_page(locky_client, locky_user, "reports", "read", limit=3, after_id=ids[10])
+    assert [u["id"] for u in body["users"]] == ids[11:14] and body["next_after_id"] == ids[13]
+    assert [[i for i, _ in page] for page in pages] == [ids[11:15]]
+    assert [len(asked) for asked in records] == [1, 4]  # the admin, named by address; the page's four
+
+
 def test_subjects_and_permissions_decide_on_the_callers_policy_revision(locky_client, locky_user, locky_admin,
                                                                          storage, monkeypatch):
     """Every decision of a subjects page, and a user's permissions, take the policy
@@ -649,7 +687,7 @@ def test_subjects_all_users(locky_client, locky_user, locky_admin):
     assert everyone is True
 
 
-def test_subjects_in_a_group(locky_client, locky_user, locky_admin, owner, group, other_group, storage):
+def test_subjects_in_a_group(locky_client, locky_user, locky_admin, owner, group, other_group, storage, holder_reads):
     roles = {}
     for role in ("maintainer", "member", "viewer"):
         roles[role] = locky_client.account(f"{role}@example.com")
@@ -689,7 +727,7 @@ def test_subjects_custom_role_in_a_group(locky_client, locky_user, locky_admin, 
     assert everyone is False and uuids(users) == {locky_admin.uuid}
 
 
-def test_subjects_leave_out_deleted_users(locky_client, locky_user, locky_admin, owner, group, storage):
+def test_subjects_leave_out_deleted_users(locky_client, locky_user, locky_admin, owner, group, storage, holder_reads):
     gone = locky_client.account("gone@example.com")
     storage.grants.grant(gone.uuid, "admin")
     maint = locky_client.account("maint@example.com")

@@ -214,6 +214,17 @@ def undo_membership_roles_index_step(url: str) -> None:
     raw(url, f"DROP INDEX {index} ON locky_members" if engine(url) == "mysql" else f"DROP INDEX {index}")
 
 
+def undo_holders_by_user_id_step(url: str) -> None:
+    """Undo schema step 13 (``v0013_holders_by_user_id``): the indexes of a role's holders
+    by user id and the grants' ``user_id``, and step 12's index back in their place."""
+    mysql = engine(url) == "mysql"
+    for table, index in (("locky_grants", "idx_locky_grants__role_user_id_user_uuid"),
+                         ("locky_members", "idx_locky_members__group_uuid_del_token_role_user_user_uuid")):
+        raw(url, f"DROP INDEX {index} ON {table}" if mysql else f"DROP INDEX {index}")
+    raw(url, "ALTER TABLE locky_grants DROP COLUMN user_id")
+    raw(url, "CREATE INDEX idx_locky_grants__role_user_uuid ON locky_grants (role, user_uuid)")
+
+
 def undo_grants_role_index_step(url: str) -> None:
     """Undo schema step 12 (``v0012_grants_role_index``): the grants' index on role."""
     index = "idx_locky_grants__role_user_uuid"
@@ -224,7 +235,8 @@ def test_a_database_behind_the_code_migrates_or_names_the_command(database_url):
     app_for(database_url).close()
     raw(database_url, f"UPDATE locky_meta SET number = 1 WHERE {meta_key(database_url)} = 'schema_version'")
     raw(database_url, "DROP TABLE locky_schema_history")  # back to the 1.0.0 schema:
-    undo_grants_role_index_step(database_url)  # step 12 undone
+    undo_holders_by_user_id_step(database_url)  # step 13 undone
+    undo_grants_role_index_step(database_url)  # and step 12
     undo_membership_roles_index_step(database_url)  # and step 11
     undo_passkeys_step(database_url)  # step 10 undone
     undo_throttle_backoff_step(database_url)  # step 3 undone too

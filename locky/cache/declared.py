@@ -105,7 +105,7 @@ STORES: dict[str, dict[str, Effect]] = {
     # them under every bus (outside atomic blocks), as it keeps user records. They move
     # no policy revision.
     "members": {**_RECORD_READS, "role_of": KEPT, "roles_in": KEPT, "of_users": READ, "of_groups": READ,
-                "create": moves(MEMBERS), "delete": moves(MEMBERS)},
+                "holders_by_id": READ, "create": moves(MEMBERS), "delete": moves(MEMBERS)},
     "roles": {
         **_RECORD_READS, "custom_permissions": READ,
         "create": moves(REVISION), "update": moves(REVISION), "delete": moves(REVISION),
@@ -126,7 +126,7 @@ STORES: dict[str, dict[str, Effect]] = {
         "forgive": UNCACHED, "prune": UNCACHED,
     },
     "grants": {
-        "roles_of": READ, "holders": READ,
+        "roles_of": READ, "holders": READ, "holders_by_id": READ,
         "grant": moves(REVISION), "revoke": moves(REVISION),
     },
     "codes": {"find": READ, "count_since": READ, "add": UNCACHED, "use": UNCACHED},

@@ -11,13 +11,14 @@ from __future__ import annotations
 import re
 from contextlib import nullcontext
 from itertools import islice
-from typing import Any, ContextManager
+from typing import Any, ContextManager, Iterator
 
 from marshmallow import ValidationError
 
-from locky.batch_reads import by_uuid
+from locky.batch_reads import by_uuid, holder_batches
 from locky.errors import Invalid, NotSupported
 from locky.http.media import QueryLoader, first_message, load_query, read_json
+from locky.providers import HolderSources
 from locky.records import Identity, User
 from locky.routes import Operation, Route
 from locky.schemas import (
@@ -226,14 +227,13 @@ class AuthzSubjects:
         # The caller's policy revision (read with their session) for every decision of the
         # page, as a check takes it: None lets the authorizer read storage's.
         revision = req.context.identity.policy_revision
-        holders = self.decisions.capability("explicit_holders")(resource, action, group_uuid,
-                                                                policy_revision=revision)
+        sources = self.sources(resource, action, group_uuid, revision)
         everyone = self.decisions.capability("may_everyone")(resource, action, policy_revision=revision)
         after_id, limit = query["after_id"], query["limit"]
-        # The candidates past the cursor in id order, decided one by one until the page
-        # and one more are found: a page costs its own decisions, not every holder's.
-        candidates = sorted((user for user in self.decisions.users_of(holders).values() if user.id > after_id),
-                            key=lambda user: user.id)
+        # The candidates past the cursor in id order, read a page and one more at a time
+        # and decided one by one until the page and one more are allowed: a page costs
+        # its own reads and decisions, not every holder's.
+        candidates = self.candidates(sources, after_id, limit + 1)
         allowed = list(islice((user for user in candidates
                                if self.decisions.allowed(user, resource, action, group_uuid, revision)), limit + 1))
         page = allowed[:limit]
@@ -242,6 +242,23 @@ class AuthzSubjects:
             "next_after_id": page[-1].id if len(allowed) > limit else None,
             "all_users": bool(everyone),
         }
+
+    def sources(self, resource: str, action: str, group_uuid: str | None, revision: int | None) -> HolderSources:
+        """Where the candidates are: the authorizer's ``holder_sources``, or the uuids of
+        its ``explicit_holders`` (an authorizer written before it)."""
+        named = getattr(self.context.authorizer, "holder_sources", None)
+        if named is not None:
+            return named(resource, action, group_uuid, policy_revision=revision)
+        holders = self.decisions.capability("explicit_holders")(resource, action, group_uuid,
+                                                                policy_revision=revision)
+        return HolderSources(user_uuids=frozenset(holders))
+
+    def candidates(self, sources: HolderSources, after_id: int, size: int) -> Iterator[User]:
+        """The live users ``sources`` names past ``after_id``, in id order, read ``size``
+        at a time (:func:`locky.batch_reads.holder_batches`)."""
+        for batch in holder_batches(self.context.storage, sources, after_id, size):
+            users = self.decisions.users_of(uuid for _, uuid in batch)
+            yield from (users[uuid] for _, uuid in batch if uuid in users)
 
 
 def routes(context) -> list[Route]:

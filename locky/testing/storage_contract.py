@@ -929,6 +929,47 @@ class StorageContract:
         storage.grants.revoke(ada.uuid, "admin")
         assert storage.grants.holders("admin") == [bob.uuid]
 
+    def test_grant_holders_by_id_pages_the_holders_of_roles(self, storage):
+        users = [self.user(storage, f"holder{i}@example.com", f"Holder {i}") for i in range(6)]
+        for user in users[0:5:2]:
+            storage.grants.grant(user.uuid, "admin")
+        for user in users[1:4]:  # users[2] holds both
+            storage.grants.grant(user.uuid, "auditor")
+        storage.grants.grant("client:reports", "auditor")  # a client, no user
+        pairs = sorted((user.id, user.uuid) for user in users[:5])
+        both = ["admin", "auditor"]
+        assert storage.grants.holders_by_id(both, 0, 50) == pairs
+        assert storage.grants.holders_by_id(iter(both), 0, 2) == pairs[:2]
+        assert storage.grants.holders_by_id(both, pairs[1][0], 2) == pairs[2:4]
+        assert storage.grants.holders_by_id(both, pairs[3][0], 2) == pairs[4:]
+        assert storage.grants.holders_by_id(both, pairs[4][0], 2) == []
+        assert storage.grants.holders_by_id(["auditor"], 0, 50) == sorted((u.id, u.uuid) for u in users[1:4])
+        assert storage.grants.holders_by_id(["auditor", "auditor"], 0, 1) == [(users[1].id, users[1].uuid)]
+        assert storage.grants.holders_by_id([], 0, 50) == []
+        assert storage.grants.holders_by_id(["nobody"], 0, 50) == []
+        storage.grants.revoke(users[2].uuid, "admin")  # still an auditor
+        storage.grants.revoke(users[4].uuid, "admin")
+        assert storage.grants.holders_by_id(["admin"], 0, 50) == [(users[0].id, users[0].uuid)]
+        assert storage.grants.holders_by_id(both, 0, 50) == pairs[:4]
+
+    def test_member_holders_by_id_pages_a_groups_holders_of_roles(self, seeded):
+        owner = self.user(seeded)
+        group, other = self.group(seeded, owner), self.group(seeded, owner, "others")
+        users = [self.user(seeded, f"member{i}@example.com", f"Member {i}") for i in range(4)]
+        for user, role in zip(users, ("member", "viewer", "member", "member")):
+            seeded.members.create(group_uuid=group.uuid, user_uuid=user.uuid, role=role)
+        seeded.members.create(group_uuid=other.uuid, user_uuid=users[1].uuid, role="member")
+        left = seeded.members.list(group_uuid=group.uuid, user_uuid=users[3].uuid).items[0]
+        seeded.members.delete(left.id)  # no longer a member
+        members = [(owner.id, owner.uuid), (users[0].id, users[0].uuid), (users[2].id, users[2].uuid)]
+        assert seeded.members.holders_by_id(group.uuid, ["member", "owner"], 0, 50) == members
+        assert seeded.members.holders_by_id(group.uuid, iter(["owner", "member"]), 0, 2) == members[:2]
+        assert seeded.members.holders_by_id(group.uuid, ["member", "owner"], members[1][0], 2) == members[2:]
+        assert seeded.members.holders_by_id(group.uuid, ["viewer"], 0, 50) == [(users[1].id, users[1].uuid)]
+        assert seeded.members.holders_by_id(other.uuid, ["member"], 0, 50) == [(users[1].id, users[1].uuid)]
+        assert seeded.members.holders_by_id(group.uuid, [], 0, 50) == []
+        assert seeded.members.holders_by_id(None, ["member"], 0, 50) == []
+
     # -- sessions ---------------------------------------------------------------
 
     SESSION = "22222222-2222-4222-8222-222222222222"

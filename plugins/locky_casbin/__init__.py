@@ -29,7 +29,7 @@ from typing import Iterable, Iterator
 
 import casbin
 
-from locky import BuiltinRole, Permission, User, hookimpl, is_client_subject
+from locky import BuiltinRole, HolderSources, Permission, User, hookimpl, is_client_subject
 from locky.storage import REVISION, Watcher, every
 
 from . import matcher, policy_files
@@ -428,23 +428,22 @@ class CasbinAuthorizer:
         """Whether every authenticated user may (the role ``user`` allows it, globally)."""
         return self._current(policy_revision).enforce("user", "*", resource, action)
 
-    def explicit_holders(self, resource: str, action: str, group_uuid: str | None,
-                         policy_revision: int | None = None) -> set[str]:
-        """Uuids of users who may, through more than the role ``user``: global grants,
-        verified admin emails, the policy's own ``g`` lines for uuids and emails, and
-        (with ``group_uuid``) memberships in that group. Candidates, each to be checked
-        with :meth:`is_allowed` by the caller (a held role's lines may not apply)."""
+    def holder_sources(self, resource: str, action: str, group_uuid: str | None,
+                       policy_revision: int | None = None) -> HolderSources:
+        """Who may, through more than the role ``user``: the holders of the roles whose
+        lines allow it, as global grants and (with ``group_uuid``) as memberships of that
+        group, verified admin emails, and the policy's own ``g`` lines for uuids and
+        emails. Candidates, each to be checked with :meth:`is_allowed` by the caller (a
+        held role's lines may not apply)."""
+        return self._sources(resource, action, group_uuid, policy_revision)
+
+    def _sources(self, resource: str, action: str, group_uuid: str | None,
+                 policy_revision: int | None) -> HolderSources:
         snapshot = self._current(policy_revision)
         roles, named = snapshot.allowing(resource, action)
-        allowing = set(roles) - {"user"}
+        allowing = frozenset(roles) - {"user"}
         uuids: set[str] = set()
-        for role in allowing:
-            uuids.update(self.storage.grants.holders(role))
-            if group_uuid is not None and role not in GLOBAL_ROLES:
-                uuids.update(m.user_uuid for m in every(self.storage.members, group_uuid=group_uuid, role=role))
-        emails = set()
-        if "admin" in allowing:
-            emails |= self.admin_emails
+        emails = set(self.admin_emails) if "admin" in allowing else set()
         for subject in named:
             if policy_files.is_user_uuid(subject):
                 uuids.add(subject)
@@ -454,6 +453,19 @@ class CasbinAuthorizer:
             found = self.storage.users.get_by_email(email)
             if found is not None and found.email_verified:
                 uuids.add(found.uuid)
+        return HolderSources(roles=allowing, group_uuid=group_uuid,
+                             group_roles=allowing - GLOBAL_ROLES if group_uuid is not None else frozenset(),
+                             user_uuids=frozenset(uuids))
+
+    def explicit_holders(self, resource: str, action: str, group_uuid: str | None,
+                         policy_revision: int | None = None) -> set[str]:
+        """The uuids of every user :meth:`holder_sources` names, read whole."""
+        sources = self._sources(resource, action, group_uuid, policy_revision)
+        uuids = set(sources.user_uuids)
+        for role in sources.roles:
+            uuids.update(self.storage.grants.holders(role))
+        for role in sources.group_roles:
+            uuids.update(m.user_uuid for m in every(self.storage.members, group_uuid=group_uuid, role=role))
         return uuids
 
 

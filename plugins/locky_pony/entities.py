@@ -104,6 +104,7 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         composite_index(user_uuid, del_token, id)
         composite_index(role, del_token, id)
         composite_index(user_uuid, del_token, group_uuid, role)  # schema step 11
+        composite_index(group_uuid, del_token, role, user, user_uuid)  # schema step 13
 
     class RoleRow(db.Entity):
         _table_options_ = options
@@ -161,8 +162,11 @@ def define_entities(db, dialect: str = "SQLite", collation: str = MYSQL_COLLATIO
         id = PrimaryKey(int, auto=True, size=64)
         user_uuid = Required(str, 36, autostrip=False)
         role = Required(str, 64, autostrip=False)
+        # The id of the user ``user_uuid`` names (schema step 13), for pages of a role's
+        # holders by id; none for a grant to a subject that is no user (an OAuth client).
+        user_id = Optional(int, size=64)
         composite_key(user_uuid, role)
-        composite_index(role, user_uuid)  # schema step 12
+        composite_index(role, user_id, user_uuid)  # schema step 13 (in place of step 12's)
 
     class CodeRow(db.Entity):
         # A single-use code, kept only as its SHA-256 hash (see locky.providers.CodeStore).

@@ -38,6 +38,7 @@ from typing import Iterable
 import orjson
 
 from . import stores
+from .holder_reads import HolderPages
 from .reads import chunks, column, in_list, padded, selected
 
 
@@ -51,6 +52,23 @@ class MemberStore(stores.MemberStore):
     def __init__(self, entities, reader):
         super().__init__(entities, reader)
         self._by_size: dict[tuple[int, int], object] = {}
+
+    @cached_property
+    def _holder_pages(self) -> HolderPages:
+        reads = self.reads
+        provider, entity = reads.provider, reads.entity
+        return HolderPages(reads.reader, reads.columns.table, column(provider, entity, "user"),
+                           column(provider, entity, "user_uuid"),
+                           f"{column(provider, entity, 'group_uuid')} = {{}} AND {reads.live}"
+                           f" AND {column(provider, entity, 'role')} = {{}}")
+
+    def holders_by_id(self, group_uuid: str, roles: Iterable[str], after_id: int,
+                      limit: int) -> list[tuple[int, str]]:
+        if not isinstance(group_uuid, str):
+            return []
+        # One range of the (group_uuid, del_token, role, user, user_uuid) index per role
+        # (schema step 13), as the grants' (.holder_reads).
+        return self._holder_pages.read((group_uuid,), roles, after_id, limit)
 
     def _statement(self, users: int, groups: int):
         """The SELECT for ``users`` user uuids and ``groups`` group uuids (built once each)."""

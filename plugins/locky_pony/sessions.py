@@ -15,6 +15,7 @@ from locky import Authenticated, Session, User, utcnow
 
 from .compat import dialect_of, table
 from .guard import transaction
+from .holder_reads import HolderPages
 from .inserts import insert
 from .reader import Reader
 from .reads import AuthenticationRead, column, record_builder, selected
@@ -237,12 +238,16 @@ class GrantStore:
         self._holders = reader.many_rows(
             selected(reader, entity, "user_uuid", column(provider, entity, "user_uuid")),
             f"SELECT {{}} FROM {provider.quote_name(table(entity))} WHERE {column(provider, entity, 'role')} = {{}}")
+        # A page of the holders of roles by user id (``/authz/subjects``; schema step 13).
+        self._pages = HolderPages(reader, provider.quote_name(table(entity)), column(provider, entity, "user_id"),
+                                  column(provider, entity, "user_uuid"), f"{column(provider, entity, 'role')} = {{}}")
 
     @transaction(retry_conflicts=True)  # a concurrent grant: the retry sees it
     def grant(self, user_uuid: str, role: str) -> bool:
         if self.e.Grant.get(user_uuid=user_uuid, role=role) is not None:
             return False
-        self.e.Grant(user_uuid=user_uuid, role=role)
+        user = self.e.User.get(uuid=user_uuid)
+        self.e.Grant(user_uuid=user_uuid, role=role, user_id=None if user is None else user.id)
         move_policy_revision(self.e)
         return True
 
@@ -263,5 +268,8 @@ class GrantStore:
     def holders(self, role: str) -> list[str]:
         if not isinstance(role, str):
             return []
-        # One probe of the role's index (schema step 12), however many grants others hold.
+        # One range of the role's index (schema step 13), however many grants others hold.
         return [row[0] for row in self.reader.select(self._holders, (role,))]
+
+    def holders_by_id(self, roles: Iterable[str], after_id: int, limit: int) -> list[tuple[int, str]]:
+        return self._pages.read((), roles, after_id, limit)

@@ -341,6 +341,17 @@ class MemberStore(_Records):
     def of_groups(self, group_uuids: Iterable[str]) -> list[Member]:
         return self._of("group_uuid", group_uuids)
 
+    def holders_by_id(self, group_uuid: str, roles: Iterable[str], after_id: int,
+                      limit: int) -> list[tuple[int, str]]:
+        wanted = {role for role in roles if isinstance(role, str)}
+        if not isinstance(group_uuid, str):
+            return []
+        with self.lock:
+            ids = self.db.users.by_uuid
+            found = {(ids[m.user_uuid], m.user_uuid) for m in self._live_where(group_uuid=group_uuid)
+                     if m.role in wanted}
+        return sorted(pair for pair in found if pair[0] > after_id)[:limit]
+
     def _of(self, field: str, uuids: Iterable[str]) -> list[Member]:
         wanted = {uuid for uuid in uuids if isinstance(uuid, str)}
         with self.lock:
@@ -653,6 +664,13 @@ class GrantStore:
     def holders(self, role: str) -> list[str]:
         with self.lock:
             return [user for user, held in self.grants if held == role]
+
+    def holders_by_id(self, roles: Iterable[str], after_id: int, limit: int) -> list[tuple[int, str]]:
+        wanted = {role for role in roles if isinstance(role, str)}
+        with self.lock:
+            ids = self.db.users.by_uuid  # a grant to an OAuth client names no user
+            found = {(ids[user], user) for user, role in self.grants if role in wanted and user in ids}
+        return sorted(pair for pair in found if pair[0] > after_id)[:limit]
 
 
 class CodeStore:
