@@ -16,8 +16,9 @@ from typing import Any, ContextManager, Iterator
 from marshmallow import ValidationError
 
 from locky.batch_reads import by_uuid, holder_batches
+from locky.dump import dumper
 from locky.errors import Invalid, NotSupported
-from locky.http.media import QueryLoader, first_message, load_query, read_json
+from locky.http.media import QueryLoader, first_message, read_json
 from locky.providers import HolderSources
 from locky.records import Identity, User
 from locky.routes import Operation, Route
@@ -32,7 +33,8 @@ from locky.schemas import (
     UserSchema,
 )
 
-USER = UserSchema()
+#: ``UserSchema().dump`` compiled (:mod:`locky.dump`), as the users' own reads write them.
+DUMP_USER = dumper(UserSchema())
 MAX_CHECKS = 100
 ITEM = AuthzCheckItemSchema()
 ITEM_FIELDS = frozenset(ITEM.fields)
@@ -189,10 +191,11 @@ class AuthzPermissions:
     def __init__(self, context):
         self.context = context
         self.decisions = Decisions(context)
+        self.load_query = QueryLoader(PermissionsQuerySchema())
 
     def on_get(self, req, resp):
         self.context.require(req.context.identity, "authz", "read")
-        query = load_query(PermissionsQuerySchema(), req)
+        query = self.load_query(req)
         permissions = self.decisions.capability("permissions")
         user = self.context.storage.users.get_by_uuid(query["user_uuid"])
         if user is None:
@@ -219,10 +222,11 @@ class AuthzSubjects:
     def __init__(self, context):
         self.context = context
         self.decisions = Decisions(context)
+        self.load_query = QueryLoader(SubjectsQuerySchema())
 
     def on_get(self, req, resp):
         self.context.require(req.context.identity, "authz", "read")
-        query = load_query(SubjectsQuerySchema(), req)
+        query = self.load_query(req)
         resource, action, group_uuid = query["resource"], query["action"], query.get("group_uuid")
         # The caller's policy revision (read with their session) for every decision of the
         # page, as a check takes it: None lets the authorizer read storage's.
@@ -238,7 +242,7 @@ class AuthzSubjects:
                                if self.decisions.allowed(user, resource, action, group_uuid, revision)), limit + 1))
         page = allowed[:limit]
         resp.media = {
-            "users": [USER.dump(user) for user in page],
+            "users": [DUMP_USER(user) for user in page],
             "next_after_id": page[-1].id if len(allowed) > limit else None,
             "all_users": bool(everyone),
         }
