@@ -947,6 +947,15 @@ class StorageContract:
         assert storage.grants.holders_by_id(["auditor", "auditor"], 0, 1) == [(users[1].id, users[1].uuid)]
         assert storage.grants.holders_by_id([], 0, 50) == []
         assert storage.grants.holders_by_id(["nobody"], 0, 50) == []
+        # Many roles at once (a policy whose every custom role allows it): more than
+        # SQLite's 500 terms of a compound SELECT, holders at both ends.
+        many = [f"role{i:03d}" for i in range(600)]
+        storage.grants.grant(users[5].uuid, many[-1])
+        storage.grants.grant(users[4].uuid, many[0])
+        assert storage.grants.holders_by_id(many, 0, 50) == [(users[4].id, users[4].uuid),
+                                                             (users[5].id, users[5].uuid)]
+        assert storage.grants.holders_by_id([*many, "auditor"], users[3].id - 1, 2) == [
+            (users[3].id, users[3].uuid), (users[4].id, users[4].uuid)]
         storage.grants.revoke(users[2].uuid, "admin")  # still an auditor
         storage.grants.revoke(users[4].uuid, "admin")
         assert storage.grants.holders_by_id(["admin"], 0, 50) == [(users[0].id, users[0].uuid)]

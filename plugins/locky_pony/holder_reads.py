@@ -8,8 +8,9 @@ that ends in the user's id (schema step 13): ``(role, user_id, user_uuid)`` of t
 grants, ``(group_uuid, del_token, role, user, user_uuid)`` of the memberships. A page
 reads the start of each range and stops, whether a role has ten holders or every user.
 
-The statement asks for every role at once, each range ordered and cut at the page's
-size in its own subquery, joined with ``UNION ALL``; the few rows are merged here. One
+The statement asks for every role at once (up to 128; more take one statement per 128),
+each range ordered and cut at the page's size in its own subquery, joined with ``UNION
+ALL``; the few rows are merged here. One
 ``role IN (...)`` ordered by the user would be answered by reading every holder of
 every role and sorting them: the whole grants table, on every page, for a role given
 to everybody.
@@ -20,6 +21,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .reader import Reader, Statement
+from .reads import chunks, padded
 
 
 class HolderPages:
@@ -31,8 +33,8 @@ class HolderPages:
         self.reader = reader
         self.range = (f"SELECT {user_id} AS holder_id, {user_uuid} AS holder_uuid FROM {table}"
                       f" WHERE {where} AND {user_id} > {{}} ORDER BY {user_id} LIMIT {{}}")
-        # One statement per number of roles, built on first use; two threads building
-        # one at once build the same statement.
+        # One statement per number of roles (a power of two), built on first use; two
+        # threads building one at once build the same statement.
         self._by_count: dict[int, Statement] = {}
 
     def _statement(self, roles: int) -> Statement:
@@ -50,6 +52,10 @@ class HolderPages:
         wanted = sorted({role for role in roles if isinstance(role, str)})
         if not wanted or limit < 1:
             return []
-        params = tuple(value for role in wanted for value in (*fixed, role, after_id, limit))
-        rows = self.reader.select(self._statement(len(wanted)), params)
-        return sorted({(int(holder_id), holder_uuid) for holder_id, holder_uuid in rows})[:limit]
+        found: set[tuple[int, str]] = set()
+        for chunk in chunks(wanted):  # SQLite takes at most 500 terms of a UNION ALL
+            asked = padded(chunk)  # a few statement texts for every number of roles
+            params = tuple(value for role in asked for value in (*fixed, role, after_id, limit))
+            found.update((int(holder_id), holder_uuid)
+                         for holder_id, holder_uuid in self.reader.select(self._statement(len(asked)), params))
+        return sorted(found)[:limit]
