@@ -10,10 +10,9 @@ reads the start of each range and stops, whether a role has ten holders or every
 
 The statement asks for every role at once (up to 128; more take one statement per 128),
 each range ordered and cut at the page's size in its own subquery, joined with ``UNION
-ALL``; the few rows are merged here. One
-``role IN (...)`` ordered by the user would be answered by reading every holder of
-every role and sorting them: the whole grants table, on every page, for a role given
-to everybody.
+ALL``; the few rows are merged here. One ``role IN (...)`` ordered by the user would be
+answered by reading every holder of every role and sorting them: the whole grants
+table, on every page, for a role given to everybody.
 """
 
 from __future__ import annotations
