@@ -11,12 +11,10 @@ import sqlite3
 
 from pony.orm import db_session
 
-from locky.testing import make_settings
 from locky.testing.storage_contract import BUILTIN
-from locky_pony import PonyStorage
 from locky_pony.migrations import LATEST
 
-from test_pony_oauth_schema import migrate_to
+from test_pony_oauth_schema import storage_at
 
 #: The version before the step.
 BEFORE = 12
@@ -25,10 +23,7 @@ MEMBER_INDEX = "idx_locky_members__group_uuid_del_token_role_user_user_uuid"
 
 
 def test_step_13_gives_grants_their_users_ids_and_pages_holders_by_index(tableless_url):
-    storage = PonyStorage(make_settings(tableless_url))
-    try:
-        migrate_to(storage, BEFORE)
-        assert storage.schema().current == BEFORE
+    with storage_at(tableless_url, BEFORE) as storage:
         storage.roles.sync_builtin(BUILTIN)
         ada, bea, cat, dan = (storage.users.create(name=name, email=f"{name.lower()}@example.com",
                                                    password_hash="$2b$04$" + "x" * 53)
@@ -75,5 +70,3 @@ def test_step_13_gives_grants_their_users_ids_and_pages_holders_by_index(tablele
                     plan = " ".join(row[3] for row in connection.execute(
                         f"EXPLAIN QUERY PLAN {storage.grants._holders.direct}", ["auditor"]))
                     assert f"USING COVERING INDEX {GRANT_INDEX} (role=?)" in plan, plan
-    finally:
-        storage.close()

@@ -11,11 +11,9 @@ import sqlite3
 from pony.orm import db_session
 
 from locky import utcnow
-from locky.testing import make_settings
-from locky_pony import PonyStorage
 from locky_pony.migrations import LATEST
 
-from test_pony_oauth_schema import migrate_to
+from test_pony_oauth_schema import storage_at
 
 #: The version before the index.
 BEFORE = 10
@@ -25,10 +23,7 @@ TEAM = "22222222-2222-4222-8222-222222222222"
 
 
 def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_url):
-    storage = PonyStorage(make_settings(tableless_url))
-    try:
-        migrate_to(storage, BEFORE)
-        assert storage.schema().current == BEFORE
+    with storage_at(tableless_url, BEFORE) as storage:
         now = utcnow()
         with db_session:  # rows as the version 10 schema takes them
             db = storage.db
@@ -72,5 +67,3 @@ def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_u
                 plan = " ".join(row[3] for row in connection.execute(
                     f"EXPLAIN QUERY PLAN {statement}", [ADA, BEA, TEAM, TEAM]))
                 assert f"COVERING INDEX {INDEX} (user_uuid=? AND del_token=?)" in plan, plan
-    finally:
-        storage.close()

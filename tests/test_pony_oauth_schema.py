@@ -5,7 +5,9 @@ and no ``amr``. (The 1.0.0 upgrade fixtures have no signing keys: step 5 came la
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import timedelta
+from typing import Iterator
 
 from pony.orm import commit, db_session
 
@@ -30,16 +32,26 @@ def migrate_to(storage: PonyStorage, version: int) -> None:
             commit()
 
 
+@contextmanager
+def storage_at(url: str, version: int) -> Iterator[PonyStorage]:
+    """A Pony storage on the empty database ``url`` with the schema steps up to
+    ``version`` only (:func:`migrate_to`), closed afterwards."""
+    storage = PonyStorage(make_settings(url))
+    try:
+        migrate_to(storage, version)
+        assert storage.schema().current == version
+        yield storage
+    finally:
+        storage.close()
+
+
 def key(kid: str, *, days_ago: int) -> SigningKey:
     return SigningKey(kid=kid, alg="ES256", public_jwk='{"kid": "%s"}' % kid, private_key="sealed " + kid,
                       created_at=(utcnow() - timedelta(days=days_ago)).replace(microsecond=0))
 
 
 def test_steps_8_and_9_keep_the_keys_and_sessions_a_database_had(tableless_url):
-    storage = PonyStorage(make_settings(tableless_url))
-    try:
-        migrate_to(storage, BEFORE)
-        assert storage.schema().current == BEFORE
+    with storage_at(tableless_url, BEFORE) as storage:
         ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")  # users: unchanged
         old, active = key("retired-es", days_ago=40), key("active-es", days_ago=10)
         db = storage.db
@@ -72,5 +84,3 @@ def test_steps_8_and_9_keep_the_keys_and_sessions_a_database_had(tableless_url):
         assert (session.refresh_jti, session.client_id, session.scope, session.op_session_uuid, session.amr) == (
             "jti-1", None, None, None, ())
         assert storage.sessions.revoke_client("any") == 0 and storage.sessions.end_op_session(SESSION) == 1
-    finally:
-        storage.close()

@@ -13,17 +13,14 @@ from locky.testing import make_settings
 from locky_pony import PonyStorage
 from locky_pony.migrations import LATEST
 
-from test_pony_oauth_schema import migrate_to
+from test_pony_oauth_schema import storage_at
 
 #: The version before passkeys and provisioning ids.
 BEFORE = 9
 
 
 def test_step_10_keeps_the_users_and_groups_a_database_had(tableless_url):
-    storage = PonyStorage(make_settings(tableless_url))
-    try:
-        migrate_to(storage, BEFORE)
-        assert storage.schema().current == BEFORE
+    with storage_at(tableless_url, BEFORE) as storage:
         # Rows as the version 9 schema takes them: no external_id column yet.
         now = utcnow()
         with db_session:
@@ -59,8 +56,6 @@ def test_step_10_keeps_the_users_and_groups_a_database_had(tableless_url):
         assert storage.passkeys.get_by_credential_id(longest).id == made.id
         assert storage.passkeys.use(made.id, sign_count=3, now=utcnow()).sign_count == 3
         assert storage.passkeys.use(made.id, sign_count=3, now=utcnow()) is None
-    finally:
-        storage.close()
 
 
 def test_step_10_on_mariadb_indexes_the_external_ids(server_url):
