@@ -49,7 +49,8 @@ def holder_batches(storage, sources: HolderSources, after_id: int, size: int) ->
     id order, each once (deleted users among them), ``size`` at a time: each batch reads
     the next ``size`` of each source. A store's ``holders_by_id`` reads its part a batch
     at a time; a storage without it, and the users named one by one, are read whole
-    once (``GrantStore.holders``, the group's memberships, the users' records)."""
+    once (:meth:`HolderSources.granted`, :meth:`HolderSources.members`, the users'
+    records)."""
     parts = list(_holder_parts(storage, sources, after_id))
     while True:
         batch = sorted({pair for read in parts for pair in read(after_id, size)})[:size]
@@ -65,12 +66,11 @@ def _holder_parts(storage, sources: HolderSources, after_id: int) -> Iterator[Ca
     if sources.roles:
         paged = getattr(storage.grants, "holders_by_id", None)
         yield partial(paged, sources.roles) if paged is not None else _read_whole(
-            storage.users, (uuid for role in sources.roles for uuid in storage.grants.holders(role)), after_id)
+            storage.users, sources.granted(storage), after_id)
     if sources.group_uuid is not None and sources.group_roles:
         paged = getattr(storage.members, "holders_by_id", None)
         yield partial(paged, sources.group_uuid, sources.group_roles) if paged is not None else _read_whole(
-            storage.users, (m.user_uuid for role in sources.group_roles
-                            for m in every(storage.members, group_uuid=sources.group_uuid, role=role)), after_id)
+            storage.users, sources.members(storage), after_id)
     if sources.user_uuids:
         yield _read_whole(storage.users, sources.user_uuids, after_id)
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from email.message import EmailMessage
 from typing import Any, ContextManager, Generic, Iterable, Protocol, TypeVar, runtime_checkable
 
+from locky.paging import every
 from locky.records import (
     AuditEvent,
     Authenticated,
@@ -1033,3 +1034,21 @@ class HolderSources:
     group_uuid: str | None = None
     group_roles: frozenset[str] = frozenset()
     user_uuids: frozenset[str] = frozenset()
+
+    def granted(self, storage) -> set[str]:
+        """The uuids of the users granted any of ``roles``, read whole
+        (:meth:`GrantStore.holders`)."""
+        return {uuid for role in self.roles for uuid in storage.grants.holders(role)}
+
+    def members(self, storage) -> set[str]:
+        """The uuids of the users whose live membership in ``group_uuid`` has any of
+        ``group_roles``, read whole (the group's :meth:`RecordStore.list`)."""
+        if self.group_uuid is None:
+            return set()
+        return {m.user_uuid for role in self.group_roles
+                for m in every(storage.members, group_uuid=self.group_uuid, role=role)}
+
+    def uuids(self, storage) -> set[str]:
+        """Every user these sources name, read whole: what
+        :meth:`ExplainingAuthorizer.explicit_holders` answers with them."""
+        return set(self.user_uuids) | self.granted(storage) | self.members(storage)

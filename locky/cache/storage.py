@@ -177,8 +177,10 @@ def kept(cache: Cache, key: Hashable, read: Callable[[], Any], how: Callable[[An
 
 #: The share of a cache's room one read of many keys may fill: what a larger read misses
 #: is read and answered, not kept. The users of a role everybody holds, listed by
-#: ``/v1/internal/authz/subjects``, would otherwise push out every other request's
-#: entries (the caller's session, the roles it checks), each then read from storage again.
+#: ``/v1/internal/authz/subjects`` through an authorizer or a storage that cannot page
+#: them (``holder_sources``, ``holders_by_id``), would otherwise push out every other
+#: request's entries (the caller's session, the roles it checks), each then read from
+#: storage again.
 MANY_KEEPS_AT_MOST = 0.5
 
 

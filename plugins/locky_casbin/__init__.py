@@ -30,7 +30,7 @@ from typing import Iterable, Iterator
 import casbin
 
 from locky import BuiltinRole, HolderSources, Permission, User, hookimpl, is_client_subject
-from locky.storage import REVISION, Watcher, every
+from locky.storage import REVISION, Watcher
 
 from . import matcher, policy_files
 
@@ -460,13 +460,7 @@ class CasbinAuthorizer:
     def explicit_holders(self, resource: str, action: str, group_uuid: str | None,
                          policy_revision: int | None = None) -> set[str]:
         """The uuids of every user :meth:`holder_sources` names, read whole."""
-        sources = self._sources(resource, action, group_uuid, policy_revision)
-        uuids = set(sources.user_uuids)
-        for role in sources.roles:
-            uuids.update(self.storage.grants.holders(role))
-        for role in sources.group_roles:
-            uuids.update(m.user_uuid for m in every(self.storage.members, group_uuid=group_uuid, role=role))
-        return uuids
+        return self._sources(resource, action, group_uuid, policy_revision).uuids(self.storage)
 
 
 @dataclass(frozen=True)
