@@ -119,6 +119,9 @@ class _PolicySnapshot:
             self.by_object.setdefault(line[0], {}).setdefault(line[2], []).append(line)
         self.closures: dict[str, tuple[str, ...]] = {}
         self.acting: dict[str, bool] = {}
+        #: The subjects a user holds everywhere that can change a decision, sorted, by
+        #: the user's uuid and verified email (:meth:`CasbinAuthorizer._acting_globally`).
+        self.acting_globally: dict[tuple[str, str | None], tuple[str, ...]] = {}
         self.inherited: dict[str, list[str]] = {}
         self.allowing_cache: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
         self.decisions: OrderedDict = OrderedDict()
@@ -148,10 +151,20 @@ class _PolicySnapshot:
         rule = self.rule
         if rule is not None:
             # Locky's model: only the lines on ``obj`` or on ``*`` can allow (:mod:`.matcher`).
+            # Loops, not ``any`` over a generator: this runs for every decision not
+            # in the cache, and a generator's frames cost a third of it.
             by_object = self.by_object
-            return any(rule(line, subject, dom, obj, act)
-                       for role in self.closure(subject) if role in by_object
-                       for on in (obj, "*") for line in by_object[role].get(on, ()))
+            for role in self.closure(subject):
+                lines = by_object.get(role)
+                if lines is None:
+                    continue
+                for line in lines.get(obj, ()):
+                    if rule(line, subject, dom, obj, act):
+                        return True
+                for line in lines.get("*", ()):
+                    if rule(line, subject, dom, obj, act):
+                        return True
+            return False
         lines = [line for role in self.closure(subject) for line in self.index.get(role, ())]
         return self._enforce_over(lines, subject, dom, obj, act)
 
@@ -306,6 +319,22 @@ class CasbinAuthorizer:
         subjects.extend(grants)
         return subjects
 
+    def _acting_globally(self, snapshot: _PolicySnapshot, user: User) -> tuple[str, ...]:
+        """The subjects of :meth:`_global_subjects` that can change a decision
+        (:meth:`_PolicySnapshot.acts`), sorted; worked out once per user and snapshot
+        (what they depend on, the user's grants and verified email, is in the key or
+        moves the policy revision)."""
+        key = (user.uuid, user.email if user.email_verified else None)
+        cache = snapshot.acting_globally
+        found = cache.get(key)
+        if found is None:
+            acts = snapshot.acts
+            found = tuple(sorted({s for s in self._global_subjects(snapshot, user) if acts(s)}))
+            if len(cache) > 65536:
+                cache.clear()
+            cache[key] = found
+        return found
+
     def _group_role(self, user: User, group_uuid: str | None) -> str | None:
         """The subject of :meth:`held` that holds in ``group_uuid`` only, if any."""
         if group_uuid is None:
@@ -346,21 +375,23 @@ class CasbinAuthorizer:
                    policy_revision: int | None = None) -> bool:
         snapshot = self._current(policy_revision)
         dom = "self" if own else "*"
-        subjects = self._global_subjects(snapshot, user)
-        role = self._group_role(user, group_uuid)
-        if role is not None:
-            subjects.append(role)
         # Subjects with no lines of their own (most users' uuid and email) are dropped
         # before the cache key is made, so the cache is shared across users.
-        acts = snapshot.acts
-        active = tuple(sorted({s for s in subjects if acts(s)}))
+        active = self._acting_globally(snapshot, user)
+        role = self._group_role(user, group_uuid)
+        if role is not None and role not in active and snapshot.acts(role):
+            active = tuple(sorted((*active, role)))
         key = (active, dom, resource, action)
         with self._lock:
             cached = snapshot.decisions.get(key)
             if cached is not None:
                 snapshot.decisions.move_to_end(key)
                 return cached
-            decision = any(snapshot.enforce(s, dom, resource, action) for s in active)
+            decision = False
+            for subject in active:
+                if snapshot.enforce(subject, dom, resource, action):
+                    decision = True
+                    break
             snapshot.decisions[key] = decision
             if len(snapshot.decisions) > CACHE_SIZE:
                 snapshot.decisions.popitem(last=False)
