@@ -329,7 +329,7 @@ class _Members(_Through):
         if _IN_BLOCK.get():
             return {pair: role for pair, role in read(pairs).items() if role}
         keys = {("role", *pair): pair for pair in pairs
-                if isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(one, str) for one in pair)}
+                if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], str)}
         found = kept_many(self._owner.cache, keys, read, _membership_tags) if keys else {}
         return {pair: role for pair, role in found.items() if role}
 
