@@ -156,7 +156,10 @@ class Reader:
         packed = packed and self.packs_rows
         count = sql.count("{}")
         placeholder = "?" if self.direct == "sqlite" else "%s"
-        pony, direct = sql.format(*[f"$p{i}" for i in range(count)]), sql.format(*[placeholder] * count)
+        # Pony reads ``$`` as a parameter's start: a ``$`` of the statement itself (a
+        # JSON path) is written ``$$`` in its form.
+        pony = sql.replace("$", "$$").format(*[f"$p{i}" for i in range(count)])
+        direct = sql.format(*[placeholder] * count)
         if not self.prepare:
             return Statement(pony, direct, packed=packed)
         text = sql.format(*[f"${i + 1}" for i in range(count)])
