@@ -158,12 +158,10 @@ class _PolicySnapshot:
                 lines = by_object.get(role)
                 if lines is None:
                     continue
-                for line in lines.get(obj, ()):
-                    if rule(line, subject, dom, obj, act):
-                        return True
-                for line in lines.get("*", ()):
-                    if rule(line, subject, dom, obj, act):
-                        return True
+                for on in (obj, "*"):
+                    for line in lines.get(on, ()):
+                        if rule(line, subject, dom, obj, act):
+                            return True
             return False
         lines = [line for role in self.closure(subject) for line in self.index.get(role, ())]
         return self._enforce_over(lines, subject, dom, obj, act)
