@@ -87,14 +87,20 @@ class MemberStore(stores.MemberStore):
             user_col, group_col = column(provider, entity, "user_uuid"), column(provider, entity, "group_uuid")
             # Every row in one JSON value on MySQL/MariaDB (.reader): PyMySQL reads each
             # row in Python, a few hundred rows a batch.
-            columns = ", ".join(selected(reader, entity, name, column(provider, entity, name))
-                                for name in ("user_uuid", "group_uuid", "role"))
+            columns = self._selected_pair_columns()
             # Compare the group on each row of a user's range (see the docstring).
             group_term = {"SQLite": f"+{group_col}", "MySQL": f"CONCAT({group_col})"}.get(reader.dialect, group_col)
             found = self._by_size[(users, groups)] = reader.many_rows(
                 columns, f"SELECT {{}} FROM {reads.columns.table}"
                 f" WHERE {in_list(user_col, users)} AND {reads.live} AND {in_list(group_term, groups)}")
         return found
+
+    def _selected_pair_columns(self, prefix: str = "") -> str:
+        """The select list of a membership's user, group and role (each as
+        :func:`.reads.selected` gives it), its columns written after ``prefix``."""
+        reads = self.reads
+        return ", ".join(selected(reads.reader, reads.entity, name, prefix + column(reads.provider, reads.entity, name))
+                         for name in ("user_uuid", "group_uuid", "role"))
 
     @cached_property
     def by_pairs(self):
@@ -125,8 +131,7 @@ class MemberStore(stores.MemberStore):
             # The pairs' columns in the table's own collation: compared in another, the
             # index is probed and every row found compared again.
             text = f"VARCHAR(255) CHARACTER SET utf8mb4 COLLATE {collation}"
-            columns = ", ".join(selected(reader, entity, name, f"m.{column(provider, entity, name)}")
-                                for name in ("user_uuid", "group_uuid", "role"))
+            columns = self._selected_pair_columns("m.")
             return reader.many_rows(
                 columns,
                 f"SELECT {{}} FROM JSON_TABLE({{}}, '$[*]' COLUMNS (u {text} PATH '$[0]', g {text} PATH '$[1]'))"
