@@ -274,6 +274,14 @@ class MemberStore(RecordStore[Member], Protocol):
         none (or with a value that is no string) is left out. A batch of checks reads the
         memberships it needs with it, in one storage round trip (docs/http/authorization.md)."""
 
+    def roles_by_group(self, user_uuid: str, at_most: int) -> dict[str, str] | None:
+        """The roles of the user's live memberships in live groups, by group uuid, in one
+        read of at most ``at_most + 1`` memberships: ``None`` when the user has more than
+        ``at_most``; ``{}`` for a user with none (or a value that is no string). The
+        storage cache keeps the answer (:mod:`locky.cache.storage`), so a user's
+        decisions in each of their groups read storage once, not once per group; a
+        storage without it is asked :meth:`role_of` per group."""
+
     def of_users(self, user_uuids: Iterable[str]) -> list[Member]:
         """The live memberships of any of these users, oldest first (by id), in one read;
         a value that is no string is left out. A page of SCIM users reads their groups

@@ -178,7 +178,8 @@ def test_the_storage_cache_announces_exactly_the_declared_writes_it_follows(tmp_
         storage.migrate()
         ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
         team = storage.groups.create(name="team", description="", owner_uuid=ada.uuid)
-        assert bus.announced == []
+        assert bus.announced == [MEMBERS]  # its owner's membership
+        del bus.announced[:]
         storage.users.update(ada.id, name="Ada L.")
         storage.users.mark_verified(uuid=ada.uuid, email=ada.email)
         storage.sessions.create(uuid="5" * 32, user_uuid=ada.uuid, refresh_jti="j1")
@@ -243,6 +244,58 @@ def test_roles_in_groups_are_kept_but_read_live_inside_an_atomic_block(tmp_path)
         assert storage.members.role_of(*pair) == "viewer"
         assert storage.members.roles_in([pair]) == {pair: "viewer"}
         assert storage.members.role_of(None, team.uuid) is None and storage.members.roles_in([(1, 2)]) == {}
+    finally:
+        storage.close()
+
+
+def test_a_users_roles_in_every_group_are_read_once_and_kept_whole(tmp_path):
+    """``role_of`` reads the user's roles in every group at once (``roles_by_group``), so
+    the user's next decisions in other groups read nothing; a group made for the user,
+    a membership added or ended is announced and read again; a user with more
+    memberships than the bound is kept pair by pair; inside an atomic block it is live."""
+    from locky.cache.storage import ROLES_BY_GROUP_AT_MOST
+
+    storage = CachingStorage(PonyStorage(make_settings(f"sqlite:///{tmp_path / 'by-group.sqlite'}")), _TrustingBus())
+    inner = storage.inner.members
+    reads: list[str] = []
+    for name in ("role_of", "roles_by_group"):
+        real = getattr(inner, name)
+        setattr(inner, name, lambda *args, _real=real, _name=name: reads.append(_name) or _real(*args))
+    try:
+        storage.migrate()
+        storage.inner.roles.sync_builtin(BUILTIN)
+        ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
+        bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="x")
+        teams = [storage.groups.create(name=f"team{i}", description="", owner_uuid=ada.uuid) for i in range(3)]
+        storage.members.create(group_uuid=teams[1].uuid, user_uuid=bob.uuid, role="viewer")
+        assert [storage.members.role_of(bob.uuid, t.uuid) for t in teams] == [None, "viewer", None]
+        assert [storage.members.role_of(ada.uuid, t.uuid) for t in teams] == ["owner"] * 3
+        assert reads == ["roles_by_group", "roles_by_group"]  # one read per user, not per group
+        kept = storage.members.roles_by_group(bob.uuid, ROLES_BY_GROUP_AT_MOST)
+        kept[teams[0].uuid] = "owner"  # a copy: the kept roles are not the caller's to change
+        assert storage.members.role_of(bob.uuid, teams[0].uuid) is None and len(reads) == 2
+
+        mine = storage.groups.create(name="bobs", description="", owner_uuid=bob.uuid)  # announced
+        assert storage.members.role_of(bob.uuid, mine.uuid) == "owner"
+        storage.members.delete(next(m for m in storage.members.list(user_uuid=bob.uuid, limit=10).items
+                                    if m.role == "viewer").id)
+        assert storage.members.role_of(bob.uuid, teams[1].uuid) is None
+        assert reads == ["roles_by_group"] * 4
+
+        storage.inner.members.create(group_uuid=teams[2].uuid, user_uuid=bob.uuid, role="member")  # not announced
+        assert storage.members.role_of(bob.uuid, teams[2].uuid) is None  # kept
+        with storage.atomic():
+            assert storage.members.role_of(bob.uuid, teams[2].uuid) == "member"
+
+        # More memberships than the bound: each pair is read, and kept, on its own.
+        many = [storage.groups.create(name=f"g{i}", description="", owner_uuid=ada.uuid)
+                for i in range(ROLES_BY_GROUP_AT_MOST)]
+        del reads[:]
+        assert storage.members.role_of(ada.uuid, many[0].uuid) == "owner"
+        assert storage.members.role_of(ada.uuid, many[1].uuid) == "owner"
+        assert storage.members.role_of(ada.uuid, many[1].uuid) == "owner"
+        assert storage.members.role_of(ada.uuid, "no-such-group") is None
+        assert reads == ["roles_by_group", "role_of", "role_of", "role_of"]
     finally:
         storage.close()
 
@@ -368,6 +421,9 @@ MEMBERSHIP_WRITES = {
         role="member"),
     "members.delete": lambda storage, ada, team, bob: storage.members.delete(bob.id),
     "groups.delete": lambda storage, ada, team, bob: storage.groups.delete(team.id),
+    # Its owner's membership (ada's roles by group may be kept).
+    "groups.create": lambda storage, ada, team, bob: storage.groups.create(
+        name="another", description="", owner_uuid=ada.uuid),
 }
 
 

@@ -51,6 +51,21 @@ def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_u
         with db_session:  # in a caller's transaction: through Pony's own select, which reads $ as a parameter
             assert storage.members.roles_in([(ADA, TEAM), (BEA, TEAM)]) == {(ADA, TEAM): "owner"}
         assert (storage.members.role_of(ADA, TEAM), storage.members.role_of(BEA, TEAM)) == ("owner", None)
+        # A user's roles in every group: one range of the same index.
+        assert (storage.members.roles_by_group(ADA, 64), storage.members.roles_by_group(BEA, 64)) == ({TEAM: "owner"}, {})
+        with db_session:
+            assert storage.members.roles_by_group(ADA, 1) == {TEAM: "owner"}
+            assert storage.members.roles_by_group(ADA, 0) is None
+        by_group = storage.members._by_group
+        if tableless_url.startswith("mysql"):
+            with db_session:
+                cursor = storage.db.get_connection().cursor()
+                cursor.execute(f"EXPLAIN {by_group.direct}", (ADA, 65))
+                names = [column[0] for column in cursor.description]
+                plan = [dict(zip(names, row)) for row in cursor.fetchall()]
+            inner = [step for step in plan if step["table"] == "locky_members"]
+            assert len(inner) == 1 and inner[0]["key"] == INDEX and inner[0]["type"] == "ref", plan
+            assert "Using index" in (inner[0]["Extra"] or ""), plan
         if tableless_url.startswith("mysql") and storage.members.by_pairs is None:
             with db_session:
                 version = storage.db.select("SELECT VERSION()")[0]
@@ -87,6 +102,9 @@ def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_u
                         f"EXPLAIN QUERY PLAN {statement}", [pairs]))
                     assert plan.startswith("SCAN asked"), plan
                     assert f"INDEX {INDEX} (user_uuid=? AND del_token=? AND group_uuid=?)" in plan, plan
+                plan = " ".join(row[3] for row in connection.execute(
+                    f"EXPLAIN QUERY PLAN {storage.members._by_group.direct}", [ADA, 65]))
+                assert f"COVERING INDEX {INDEX} (user_uuid=? AND del_token=?)" in plan, plan
                 # A SQLite before 3.38 reads ranges of the same index by IN lists.
                 statement = storage.members._statement(2, 2).direct
                 plan = " ".join(row[3] for row in connection.execute(

@@ -97,15 +97,17 @@ STORES: dict[str, dict[str, Effect]] = {
     },
     "groups": {
         **_RECORD_READS, "for_update": READ, "get_many_by_uuid": READ,
-        "create": UNCACHED,  # its owner's membership names a group nobody could ask about before
+        # Its owner's membership: the owner's roles in every group (``roles_by_group``)
+        # may be kept, and would not have it.
+        "create": moves(MEMBERS),
         "update": UNCACHED,
         "delete": moves(MEMBERS),  # its memberships end with it
     },
     # The roles in groups every group-scoped decision asks for: the storage cache keeps
     # them under every bus (outside atomic blocks), as it keeps user records. They move
     # no policy revision.
-    "members": {**_RECORD_READS, "role_of": KEPT, "roles_in": KEPT, "of_users": READ, "of_groups": READ,
-                "holders_by_id": READ, "create": moves(MEMBERS), "delete": moves(MEMBERS)},
+    "members": {**_RECORD_READS, "role_of": KEPT, "roles_in": KEPT, "roles_by_group": KEPT, "of_users": READ,
+                "of_groups": READ, "holders_by_id": READ, "create": moves(MEMBERS), "delete": moves(MEMBERS)},
     "roles": {
         **_RECORD_READS, "custom_permissions": READ,
         "create": moves(REVISION), "update": moves(REVISION), "delete": moves(REVISION),

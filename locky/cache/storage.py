@@ -305,22 +305,47 @@ class _Users(_Through):
 
 
 class _Members(_Through):
-    """The role of a user in a group (``role_of``, and ``roles_in`` for a batch of
-    checks) comes from the cache: every group-scoped decision asks for it, and each of
-    its writes is announced (:data:`~locky.cache.declared.MEMBERS`). Inside an atomic
-    block it is read live, as it was: a block decides on what it reads and writes after
-    (adding a member asks the adder's role, under the group's lock)."""
+    """The role of a user in a group (``role_of``, from the user's roles in every group
+    kept whole; ``roles_in`` for a batch of checks) comes from the cache: every
+    group-scoped decision asks for it, and each of its writes is announced
+    (:data:`~locky.cache.declared.MEMBERS`). Inside an atomic block it is read live, as
+    it was: a block decides on what it reads and writes after (adding a member asks the
+    adder's role, under the group's lock)."""
 
     def __init__(self, inner, owner: "CachingStorage", store: str):
         self._owner = owner
         super().__init__(inner, owner, store)
 
     def role_of(self, user_uuid, group_uuid):
+        """From the user's roles in every group (:meth:`roles_by_group`, kept whole), or
+        for a user with more than :data:`ROLES_BY_GROUP_AT_MOST` memberships (or from a
+        storage without it) pair by pair: a user's decisions in their other groups then
+        cost no read."""
         if _IN_BLOCK.get() or not (isinstance(user_uuid, str) and isinstance(group_uuid, str)):
             return self._inner.role_of(user_uuid, group_uuid)
+        by_group = self._kept_roles_by_group(user_uuid, ROLES_BY_GROUP_AT_MOST)
+        if by_group is not None:
+            return by_group.get(group_uuid)
         found = kept(self._owner.cache, ("role", user_uuid, group_uuid),
                      lambda: self._inner.role_of(user_uuid, group_uuid) or NO_ROLE, _membership_tags)
         return found or None
+
+    def roles_by_group(self, user_uuid, at_most):
+        if _IN_BLOCK.get() or not isinstance(user_uuid, str):
+            return self._inner.roles_by_group(user_uuid, at_most)
+        found = self._kept_roles_by_group(user_uuid, at_most)
+        return None if found is None else dict(found)  # the kept one is shared
+
+    def _kept_roles_by_group(self, user_uuid: str, at_most: int) -> dict[str, str] | None:
+        """The inner store's ``roles_by_group``, kept (weighing its memberships) until a
+        membership changes; ``None`` also from a storage without it."""
+        inner = self._inner
+        if not hasattr(inner, "roles_by_group"):
+            return None
+        found = kept(self._owner.cache, ("roles-by-group", user_uuid, at_most),
+                     lambda: _or_many(inner.roles_by_group(user_uuid, at_most)),
+                     lambda found: {"tags": (MEMBERS,), "weight": _roles_weight(found)})
+        return None if found is MANY else found
 
     def roles_in(self, pairs):
         """The roles the cache holds, and the others in one read of ``inner`` (``role_of``
@@ -340,6 +365,24 @@ class _Members(_Through):
                 if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], str)}
         found = kept_many(self._owner.cache, keys, read, _membership_tags) if keys else {}
         return {pair: role for pair, role in found.items() if role}
+
+
+#: The most memberships of one user the storage cache keeps whole (one entry weighing
+#: them all); a user with more has their roles kept pair by pair.
+ROLES_BY_GROUP_AT_MOST = 64
+#: How the cache keeps "more than that" (``roles_by_group`` is ``None``).
+MANY = ("many",)
+
+
+def _or_many(found: dict[str, str] | None):
+    return MANY if found is None else found
+
+
+def _roles_weight(found) -> int:
+    """What a user's roles by group weigh in the cache, as the memory they take against
+    an entry's (about 1.4 KB, a user's record): a group's uuid and its slot take about
+    110 bytes (10 groups 1.1 KB, 64 groups 7 KB)."""
+    return 1 if found is MANY else 1 + len(found) // 12
 
 
 def _membership_tags(role: str) -> dict:

@@ -694,6 +694,26 @@ class StorageContract:
         wanted = [(u.uuid, one.uuid) for u in users] + [(u.uuid, two.uuid) for u in users]
         assert seeded.members.roles_in(wanted) == {(u.uuid, one.uuid): "member" for u in users[::3]}
 
+    def test_member_roles_by_group_are_role_of_in_every_group_up_to_the_bound(self, seeded):
+        owner, bob, carol, one, two, gone, nobody = self.memberships(seeded)
+        groups = (one, two, gone)
+        for user in (owner, bob, carol):
+            expected = {g.uuid: role for g in groups if (role := seeded.members.role_of(user.uuid, g.uuid))}
+            assert seeded.members.roles_by_group(user.uuid, 64) == expected
+        assert seeded.members.roles_by_group(owner.uuid, 64) == {one.uuid: "owner", two.uuid: "owner"}
+        assert seeded.members.roles_by_group(bob.uuid, 64) == {one.uuid: "viewer", two.uuid: "member"}
+        assert seeded.members.roles_by_group(carol.uuid, 64) == {}  # left one group, the other deleted
+        assert seeded.members.roles_by_group(nobody, 64) == {}
+        assert seeded.members.roles_by_group(None, 64) == {} and seeded.members.roles_by_group(7, 64) == {}
+        # At the bound the roles are given; past it, None.
+        assert seeded.members.roles_by_group(bob.uuid, 2) == {one.uuid: "viewer", two.uuid: "member"}
+        assert seeded.members.roles_by_group(bob.uuid, 1) is None
+        assert seeded.members.roles_by_group(carol.uuid, 0) == {}
+        many = [self.group(seeded, bob, f"g{i}") for i in range(70)]
+        found = seeded.members.roles_by_group(bob.uuid, 72)
+        assert found == {one.uuid: "viewer", two.uuid: "member", **{g.uuid: "owner" for g in many}}
+        assert seeded.members.roles_by_group(bob.uuid, 71) is None
+
     def test_members_of_users_and_of_groups_read_many_at_once_as_lists_do(self, seeded):
         owner, bob, carol, one, two, gone, nobody = self.memberships(seeded)
 

@@ -279,6 +279,9 @@ class GroupStore(Collection):
                          description=description, external_id=external_id or None)
         if owner is None:
             return group_record(row)
+        # The owner's roles in their groups, which workers may keep (``roles_by_group``):
+        # moved after the owner's lock, before the membership, as ``MemberStore.create``.
+        move_cache_revision(self.entities)
         self.entities.Member(
             uuid=new_uuid(), created_at=now, updated_at=now, group=row.row, user=owner,
             group_uuid=row.uuid, user_uuid=owner.uuid, role="owner",

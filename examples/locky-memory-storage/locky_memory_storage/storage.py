@@ -335,6 +335,14 @@ class MemberStore(_Records):
                     if self._matches(m, {}) and (m.user_uuid, m.group_uuid) in wanted
                     and self.db.groups.get_by_uuid(m.group_uuid) is not None}
 
+    def roles_by_group(self, user_uuid: str, at_most: int) -> dict[str, str] | None:
+        if not isinstance(user_uuid, str):
+            return {}
+        with self.lock:
+            found = {m.group_uuid: m.role for m in self._live_where(user_uuid=user_uuid)
+                     if self.db.groups.get_by_uuid(m.group_uuid) is not None}
+        return None if len(found) > at_most else found
+
     def of_users(self, user_uuids: Iterable[str]) -> list[Member]:
         return self._of("user_uuid", user_uuids)
 
