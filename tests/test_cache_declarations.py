@@ -296,8 +296,29 @@ def test_a_users_roles_in_every_group_are_read_once_and_kept_whole(tmp_path):
         assert storage.members.role_of(ada.uuid, many[1].uuid) == "owner"
         assert storage.members.role_of(ada.uuid, "no-such-group") is None
         assert reads == ["roles_by_group", "role_of", "role_of", "role_of"]
+
+        # A storage written before roles_by_group: pair by pair, and none offered here.
+        storage.members._inner = _Without(inner, "roles_by_group")
+        storage.cache.clear()
+        del reads[:]
+        assert [storage.members.role_of(bob.uuid, t.uuid) for t in (teams[2], mine)] == ["member", "owner"]
+        assert reads == ["role_of", "role_of"]
+        with pytest.raises(AttributeError):
+            storage.members.roles_by_group(bob.uuid, ROLES_BY_GROUP_AT_MOST)
     finally:
         storage.close()
+
+
+class _Without:
+    """A store without one of its methods (as one written before it was added)."""
+
+    def __init__(self, inner, missing: str):
+        self._inner, self._missing = inner, missing
+
+    def __getattr__(self, name: str):
+        if name == self._missing:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
 
 
 # -- a read never writes ---------------------------------------------------------------

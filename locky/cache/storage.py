@@ -331,8 +331,9 @@ class _Members(_Through):
         return found or None
 
     def roles_by_group(self, user_uuid, at_most):
+        read = self._inner.roles_by_group  # a storage without it has none here either
         if _IN_BLOCK.get() or not isinstance(user_uuid, str):
-            return self._inner.roles_by_group(user_uuid, at_most)
+            return read(user_uuid, at_most)
         found = self._kept_roles_by_group(user_uuid, at_most)
         return None if found is None else dict(found)  # the kept one is shared
 
