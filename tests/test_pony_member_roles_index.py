@@ -1,8 +1,9 @@
 """Schema step 11 (the memberships' index for batch role reads) carries a database at
-version 10, on every engine: the memberships it had are found by ``roles_in`` and
-``role_of`` afterwards, deleted ones are not, and the batch read is answered from the
-new index alone, one probe a pair (SQLite's plan says so; PostgreSQL's is checked in
-test_pony_read_path.py, MariaDB's here too)."""
+version 10, on every engine: the memberships it had are found by ``roles_in``,
+``role_of`` and ``roles_by_group`` afterwards, deleted ones are not, and the batch read
+is answered from the new index alone, one probe a pair, a user's roles from one range of
+it (SQLite's plans say so; PostgreSQL's is checked in test_pony_read_path.py, MariaDB's
+here too)."""
 
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_u
                     assert plan.startswith("SCAN asked"), plan
                     assert f"INDEX {INDEX} (user_uuid=? AND del_token=? AND group_uuid=?)" in plan, plan
                 plan = " ".join(row[3] for row in connection.execute(
-                    f"EXPLAIN QUERY PLAN {storage.members._by_group.direct}", [ADA, 65]))
+                    f"EXPLAIN QUERY PLAN {by_group.direct}", [ADA, 65]))
                 assert f"COVERING INDEX {INDEX} (user_uuid=? AND del_token=?)" in plan, plan
                 # A SQLite before 3.38 reads ranges of the same index by IN lists.
                 statement = storage.members._statement(2, 2).direct
