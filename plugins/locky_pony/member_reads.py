@@ -98,11 +98,16 @@ class MemberStore(stores.MemberStore):
         return found
 
     def _selected_pair_columns(self, prefix: str = "") -> str:
-        """The select list of a membership's user, group and role (each as
-        :func:`.reads.selected` gives it), its columns written after ``prefix``."""
+        """The select list of a membership's user, group and role, its columns written
+        after ``prefix``."""
+        return ", ".join(self._selected_columns(("user_uuid", "group_uuid", "role"), prefix))
+
+    def _selected_columns(self, names: tuple[str, ...], prefix: str = "") -> list[str]:
+        """The membership's columns ``names``, each as :func:`.reads.selected` gives it,
+        written after ``prefix``."""
         reads = self.reads
-        return ", ".join(selected(reads.reader, reads.entity, name, prefix + column(reads.provider, reads.entity, name))
-                         for name in ("user_uuid", "group_uuid", "role"))
+        return [selected(reads.reader, reads.entity, name, prefix + column(reads.provider, reads.entity, name))
+                for name in names]
 
     @cached_property
     def by_pairs(self):
@@ -165,10 +170,9 @@ class MemberStore(stores.MemberStore):
         packed (on MySQL/MariaDB they are aggregated into one value, which a ``LIMIT``
         outside would not cut)."""
         reads = self.reads
-        provider, entity = reads.provider, reads.entity
-        user_col = column(provider, entity, "user_uuid")
-        inner = ", ".join(f"{selected(reads.reader, entity, name, column(provider, entity, name))} AS {alias}"
-                          for name, alias in (("group_uuid", "g"), ("role", "r")))
+        user_col = column(reads.provider, reads.entity, "user_uuid")
+        group, role = self._selected_columns(("group_uuid", "role"))
+        inner = f"{group} AS g, {role} AS r"
         return reads.reader.many_rows(
             "mine.g, mine.r",
             f"SELECT {{}} FROM (SELECT {inner} FROM {reads.columns.table}"
