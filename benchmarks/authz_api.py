@@ -28,10 +28,12 @@ cannot pass. A script, not a test.
 of ``--engines`` (a smaller world: ``--users`` 1,000 by default): ``wrk`` against a real
 ``locky serve`` (2 workers) posting batches of 100 checks (group-scoped, half allowed),
 first 20 bodies cycled (decisions the workers made before), then 300 (nearly every
-decision made anew), then single ``GET`` checks, a user read by id, explained checks, a
-user's permissions and pages of subjects (:func:`listing_paths`), each warmed for a
-second before it is measured; req/s, and the CPU of the server's processes (``/proc``)
-per decision and per request, with the machine's load average:
+decision made anew), then single ``GET`` checks (30,000 cycled, about users every worker
+has read, measured over the storage cache's ``MAX_AGE`` at least: the steady state), a
+user read by id, explained checks, a user's permissions and pages of subjects
+(:func:`listing_paths`), each warmed before it is measured; req/s, and the CPU of the
+server's processes (``/proc``) per decision and per request, with the machine's load
+average:
 
     python -m benchmarks.authz_api --throughput --engines sqlite,postgres,mysql --seconds 5
 """
@@ -55,6 +57,7 @@ from urllib.parse import urlencode
 from falcon import testing
 
 from locky.app import create_app
+from locky.cache.storage import MAX_AGE
 from locky.records import Permission
 from locky.settings import Settings
 from tests.support.server import locky_server
@@ -315,8 +318,14 @@ BATCHES = 20  # distinct bodies of 100 checks, cycled by wrk: decisions the work
 #: Bodies of new questions: more decisions than a worker keeps (4,096 a policy snapshot),
 #: so nearly every one is decided anew, as when applications ask about many resources.
 NEW_BATCHES = 300
-#: Single checks cycled by wrk, enough that they too are decided anew.
-SINGLES = 6000
+#: Single checks cycled by wrk, enough that they too are decided anew (each wrk thread
+#: sends about 15,000 in the 10 s window of the fastest engine here).
+SINGLES = 30_000
+#: Other checks about the same users, which warm the workers before the singles.
+SINGLES_WARMING = 6000
+#: At most this long for the single checks' warm-up, which ends when every wrk thread
+#: has sent each of its questions once.
+WARM_BOUND_SECONDS = 60
 
 
 def _authorized_post_script(token: str, bodies: list[dict]) -> str:
@@ -395,9 +404,10 @@ def listing_paths(api: Http, world: dict, rng: random.Random, asked: list[tuple[
     return {EXPLAINED: explained, PERMISSIONS: permissions, SUBJECTS_FEW: few, SUBJECTS_MANY: many}
 
 
-def _measured(name: str, url: str, script: str, args, master_pid: int, decisions: int) -> ThroughputRow:
-    result = load.run(name, url, script, connections=args.connections, threads=args.threads, seconds=args.seconds,
-                      master_pid=master_pid)
+def _measured(name: str, url: str, script: str, args, master_pid: int, decisions: int,
+              seconds: float | None = None) -> ThroughputRow:
+    result = load.run(name, url, script, connections=args.connections, threads=args.threads,
+                      seconds=seconds or args.seconds, master_pid=master_pid)
     return ThroughputRow(name, result.rps, result.cpu_us,
                          result.cpu_us / decisions if decisions > 1 else float("nan"), result.errors,
                          os.getloadavg()[0])
@@ -432,6 +442,7 @@ def throughput(engine: str, workdir: Path, args) -> list[ThroughputRow]:
             bodies, new_bodies = bodies[:BATCHES], bodies[BATCHES:]
             asked_singly = questions(world, rng, SINGLES)
             singles = [f"{CHECK}?{urlencode(params)}" for params, _ in asked_singly]
+            singles_warming = [f"{CHECK}?{urlencode(params)}" for params, _ in questions(world, rng, SINGLES_WARMING)]
             listings = listing_paths(remote, world, rng, asked_singly)
             me = remote.get("/v1/internal/users/me", {})
             item = [f"/v1/internal/users/{me['id']}"]
@@ -445,15 +456,31 @@ def throughput(engine: str, workdir: Path, args) -> list[ThroughputRow]:
             # measured, so that it runs on the caches its own requests fill, not on what
             # the scenario before it left in them (each worker's storage cache is bounded);
             # the new questions are not: they are there to be decided anew.
-            for scenario, script, decisions, warm in (
-                    (BATCH, _authorized_post_script(token, bodies), 100, True),
-                    (NEW_QUESTIONS, _authorized_post_script(token, new_bodies), 100, False),
-                    (SINGLE, load.get_script(singles, [token]), 1, True),
-                    (ITEM, load.get_script(item, [token]), 1, True),
-                    *((name, load.get_script(paths, [token]), 1, True) for name, paths in listings.items())):
-                if warm:
+            #
+            # The single checks are decided anew too, about 1,000 users, in their steady
+            # state: every worker has read every user, and reads each again once per
+            # MAX_AGE, when the storage cache lets its entry go. So they are warmed by
+            # other questions about the same users, each sent once by every wrk thread on
+            # as many connections as measured, and measured over MAX_AGE at least: a window
+            # that long holds one reading again of every kept entry, however the warm-up
+            # timed them. (A 1 s warm-up on 4 connections measured many workers' first
+            # reads of a user; a warm-up of them all and then 3 s measured them all read
+            # again at once, when the entries it kept aged out together.)
+            def warm_singles():
+                load.send_each_once(server.url, singles_warming, [token], connections=args.connections,
+                                    threads=args.threads, bound=WARM_BOUND_SECONDS)
+
+            for scenario, script, decisions, warm, seconds in (
+                    (BATCH, _authorized_post_script(token, bodies), 100, True, None),
+                    (NEW_QUESTIONS, _authorized_post_script(token, new_bodies), 100, False, None),
+                    (SINGLE, load.get_script(singles, [token]), 1, warm_singles, max(args.seconds, MAX_AGE)),
+                    (ITEM, load.get_script(item, [token]), 1, True, None),
+                    *((name, load.get_script(paths, [token]), 1, True, None) for name, paths in listings.items())):
+                if warm is True:
                     load.run("warm-up", server.url, script, seconds=1, connections=4)
-                rows.append(_measured(f"{engine}: {scenario}", server.url, script, args, pid, decisions))
+                elif warm:
+                    warm()
+                rows.append(_measured(f"{engine}: {scenario}", server.url, script, args, pid, decisions, seconds))
                 print(rows[-1].line())
             return rows
     finally:

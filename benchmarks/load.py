@@ -5,6 +5,7 @@ threads for the loads ``wrk`` cannot make (:func:`in_threads`)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -52,9 +53,21 @@ def _close(close: bool) -> str:
     return ', ["Connection"] = "close"' if close else ""
 
 
-def get_script(paths: list[str], tokens: list[str] | None, *, close: bool = False) -> str:
+#: A wrk ``response`` that stops its thread once it has sent each of ``paths`` once: when
+#: it stops, its other connections may each have a request made (``i`` counted) and not
+#: yet sent, so it goes this many past the end (about as many connections as a thread has).
+_ONE_CYCLE_PAST = 32
+_STOP_AFTER_ONE_CYCLE = f"""response = function()
+  if i >= #paths + {_ONE_CYCLE_PAST} then wrk.thread:stop() end
+end
+"""
+
+
+def get_script(paths: list[str], tokens: list[str] | None, *, close: bool = False, once: bool = False) -> str:
     """Requests cycling through ``paths`` and bearer ``tokens`` (each wrk thread on its
-    own; none without tokens); with ``close``, a new connection for every request."""
+    own; none without tokens); with ``close``, a new connection for every request; with
+    ``once``, each wrk thread stops when it has sent every path once (the run's duration
+    is then only a bound)."""
     bearer = '["Authorization"] = "Bearer " .. tokens[(i * 7 % #tokens) + 1]' if tokens else ""
     headers = ", ".join(h for h in (bearer, _close(close).lstrip(", ")) if h)
     return f"""
@@ -65,7 +78,7 @@ request = function()
   i = i + 1
   return wrk.format("GET", paths[(i % #paths) + 1], {{{headers}}})
 end
-"""
+{_STOP_AFTER_ONE_CYCLE if once else ""}"""
 
 
 def post_script(path: str, bodies: list[dict]) -> str:
@@ -130,6 +143,21 @@ def run(name: str, url: str, script: str, *, connections: int = 32, threads: int
     if spent is not None and answered > 0:
         result.cpu_us = spent * 1e6 / answered
     return result
+
+
+def send_each_once(url: str, paths: list[str], tokens: list[str] | None, *, connections: int = 32, threads: int = 2,
+                   bound: float = 60.0) -> Result:
+    """Every wrk thread sends each of ``paths`` once, and a few past the end again (a
+    warm-up that reaches them all, however fast the server is): a run of a second gives the
+    rate, then one run long enough for the whole list at that rate, at most ``bound``
+    seconds. Each thread stops when it is through, but wrk ends only at its duration, so
+    the duration is worked out."""
+    script = get_script(paths, tokens, once=True)
+    probe = run("rate", url, script, connections=connections, threads=threads, seconds=1)
+    if probe.requests >= len(paths) * threads:
+        return probe
+    seconds = min(bound, math.ceil(1.2 * len(paths) * threads / max(probe.rps, 1.0)))
+    return run("each once", url, script, connections=connections, threads=threads, seconds=seconds)
 
 
 def _ms(text: str) -> float:

@@ -24,10 +24,13 @@ from locky.cache.declared import (
 )
 from locky.records import Authenticated, Page
 
-__all__ = ["MISSING", "Cache", "CachingStorage", "kept", "user_tags"]
+__all__ = ["MAX_AGE", "MISSING", "Cache", "CachingStorage", "kept", "user_tags"]
 
 #: What :meth:`Cache.get` answers for a key it does not hold.
 MISSING = object()
+#: Seconds a :class:`CachingStorage` keeps an entry at most, unless told otherwise: what a
+#: bus cannot see (a change made by hand in SQL) is seen after it.
+MAX_AGE = 10.0
 #: How the cache keeps "no live membership" (``role_of`` is ``None``): no role is named "".
 NO_ROLE = ""
 #: Whether this thread is inside an atomic block of a :class:`CachingStorage`: what a
@@ -443,7 +446,7 @@ class CachingStorage:
     anything (through this wrapper or not) reads its own writes.
     """
 
-    def __init__(self, inner, bus: ChangeBus, *, max_age: float = 10.0, max_entries: int = 100_000):
+    def __init__(self, inner, bus: ChangeBus, *, max_age: float = MAX_AGE, max_entries: int = 100_000):
         if not isinstance(bus, ChangeBus) or not isinstance(bus.keeps, Keeps):
             raise TypeError(f"{type(bus).__name__} is no ChangeBus: it declares keeps (a Keeps) and freshness,"
                             " and has every method of locky.cache.bus.ChangeBus")

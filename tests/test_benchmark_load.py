@@ -1,0 +1,89 @@
+"""``benchmarks/load.py``'s ``send_each_once``, the warm-up that makes every wrk thread
+send each of its paths once (the single checks of ``benchmarks.authz_api``' throughput:
+every worker reads every user before the steady state is measured), against a server
+here that counts what it was asked. Not a timing assertion."""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import shutil
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+LOAD = Path(__file__).resolve().parents[1] / "benchmarks" / "load.py"
+
+
+def load_module():
+    spec = importlib.util.spec_from_file_location("benchmark_load", LOAD)
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
+    spec.loader.exec_module(module)
+    return module
+
+
+class Counting(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # kept alive, as wrk's connections are
+    disable_nagle_algorithm = True  # the head and the body are two writes
+    asked: collections.Counter = collections.Counter()
+    tokens: collections.Counter = collections.Counter()
+    lock = threading.Lock()
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        with self.lock:
+            self.asked[self.path] += 1
+            self.tokens[self.headers.get("Authorization")] += 1
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def counting_url():
+    """The address of a server here that counts the paths and tokens it is asked."""
+    if shutil.which("wrk") is None:
+        pytest.skip("needs wrk (.ci/run installs it)")
+    Counting.asked.clear()
+    Counting.tokens.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.extras  # wrk, an OS package (.ci/run installs it)
+def test_a_script_sent_once_stops_each_thread_after_its_paths(counting_url):
+    load = load_module()
+    paths = [f"/check?question={n}" for n in range(200)]
+    result = load.run("once", counting_url, load.get_script(paths, ["a-token"], once=True), connections=4,
+                      threads=2, seconds=2)
+    assert result.errors == 0
+    # Each thread went through the list from its start and stopped a few past its end, in
+    # a run long enough for many rounds: twice each, and those few twice more at most.
+    past = load._ONE_CYCLE_PAST
+    assert set(Counting.asked) == set(paths)
+    assert {Counting.asked[path] for path in paths[past + 2:]} == {2}
+    assert max(Counting.asked.values()) <= 4
+    assert sum(Counting.asked.values()) <= 2 * (len(paths) + past)
+    assert Counting.tokens == {"Bearer a-token": sum(Counting.asked.values())}
+
+
+@pytest.mark.extras
+def test_every_wrk_thread_sends_each_path_once_however_fast_the_server(counting_url):
+    load = load_module()
+    paths = [f"/check?question={n}" for n in range(3000)]
+    result = load.send_each_once(counting_url, paths, ["a-token"], connections=4, threads=2, bound=60)
+    assert result.errors == 0
+    # Every path at least twice: each thread of the last run sent the whole list.
+    assert set(Counting.asked) == set(paths)
+    assert min(Counting.asked.values()) >= 2
+    assert Counting.tokens == {"Bearer a-token": sum(Counting.asked.values())}
