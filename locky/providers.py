@@ -282,6 +282,16 @@ class MemberStore(RecordStore[Member], Protocol):
         decisions in each of their groups read storage once, not once per group; a
         storage without it is asked :meth:`role_of` per group."""
 
+    def user_with_roles_by_group(self, user_uuid: str, at_most: int) -> tuple[User | None, dict[str, str] | None]:
+        """The live user of ``user_uuid`` and their :meth:`roles_by_group`, in one read:
+        ``(user, roles)`` as ``users.get_by_uuid(user_uuid)`` and
+        ``roles_by_group(user_uuid, at_most)`` answer them; ``(None, {})`` when no live
+        user has that uuid (or for a value that is no string). A group-scoped check
+        (``GET /v1/internal/authz/check``, docs/http/authorization.md) reads its user with
+        it, and the storage cache keeps both: when it holds neither (a user new to the
+        worker, or both entries aged out together), the check costs one round trip, not
+        two; a storage without it is asked both."""
+
     def of_users(self, user_uuids: Iterable[str]) -> list[Member]:
         """The live memberships of any of these users, oldest first (by id), in one read;
         a value that is no string is left out. A page of SCIM users reads their groups

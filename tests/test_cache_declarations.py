@@ -309,6 +309,84 @@ def test_a_users_roles_in_every_group_are_read_once_and_kept_whole(tmp_path):
         storage.close()
 
 
+def test_a_checked_user_and_their_roles_are_read_at_once_and_each_kept_as_its_own(tmp_path):
+    """``user_with_roles_by_group`` (what a group-scoped single check reads its user with)
+    reads the user and their roles in every group in one read when the cache holds
+    neither, and keeps each as ``users.get_by_uuid`` and ``roles_by_group`` keep it: the
+    user's decisions then read nothing; when the cache holds one of them, only the other
+    is read; both aged out together are read at once again; nothing is kept of a user who
+    is not there; inside an atomic block it is live."""
+    from locky.cache.storage import MAX_AGE, ROLES_BY_GROUP_AT_MOST as BOUND
+
+    storage = CachingStorage(PonyStorage(make_settings(f"sqlite:///{tmp_path / 'with-roles.sqlite'}")), _TrustingBus())
+    members, users = storage.inner.members, storage.inner.users
+    reads: list[str] = []
+    for store, name in ((members, "role_of"), (members, "roles_by_group"), (members, "user_with_roles_by_group"),
+                        (users, "get_by_uuid")):
+        real = getattr(store, name)
+        setattr(store, name, lambda *args, _real=real, _name=name: reads.append(_name) or _real(*args))
+    try:
+        storage.migrate()
+        storage.inner.roles.sync_builtin(BUILTIN)
+        ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
+        bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="x")
+        team, other = (storage.groups.create(name=name, description="", owner_uuid=ada.uuid) for name in ("a", "b"))
+        storage.members.create(group_uuid=team.uuid, user_uuid=bob.uuid, role="viewer")
+        del reads[:]
+        user, roles = storage.members.user_with_roles_by_group(bob.uuid, BOUND)
+        assert (user, roles) == (bob, {team.uuid: "viewer"}) and reads == ["user_with_roles_by_group"]
+        roles[other.uuid] = "owner"  # a copy: the kept roles are not the caller's to change
+        assert storage.users.get_by_uuid(bob.uuid) == bob
+        assert (storage.members.role_of(bob.uuid, team.uuid), storage.members.role_of(bob.uuid, other.uuid)) == (
+            "viewer", None)
+        assert storage.members.user_with_roles_by_group(bob.uuid, BOUND) == (bob, {team.uuid: "viewer"})
+        assert reads == ["user_with_roles_by_group"]  # each kept as its own read keeps it
+
+        # A membership added (announced): only the roles are read again.
+        storage.members.create(group_uuid=other.uuid, user_uuid=bob.uuid, role="member")
+        assert storage.members.user_with_roles_by_group(bob.uuid, BOUND) == (
+            bob, {team.uuid: "viewer", other.uuid: "member"})
+        # The user's entry gone alone (kept before the roles, it ages out first): only the
+        # user is read again.
+        storage.cache.drop(("user-uuid", bob.uuid))
+        assert storage.members.user_with_roles_by_group(bob.uuid, BOUND)[0] == bob
+        assert reads == ["user_with_roles_by_group", "roles_by_group", "get_by_uuid"]
+        # The user changed (announced, which drops every kept membership too): both at once.
+        renamed = storage.users.update(bob.id, name="Bobby")
+        assert storage.members.user_with_roles_by_group(bob.uuid, BOUND) == (
+            renamed, {team.uuid: "viewer", other.uuid: "member"})
+        assert reads[3:] == ["user_with_roles_by_group"]
+
+        # Both aged out together: one read again, and both kept anew.
+        del reads[:]
+        storage.cache.max_age = 0.0
+        assert storage.members.user_with_roles_by_group(bob.uuid, BOUND)[0] == renamed
+        storage.cache.max_age = MAX_AGE
+        assert storage.members.role_of(bob.uuid, other.uuid) == "member" and storage.users.get_by_uuid(bob.uuid)
+        assert reads == ["user_with_roles_by_group"]
+
+        # Nobody there: nothing kept. Past the bound: the user, and no roles (role_of is
+        # then read pair by pair). In an atomic block: live.
+        del reads[:]
+        for uuid in ("00000000-0000-4000-8000-000000000000", "00000000-0000-4000-8000-000000000000", None):
+            assert storage.members.user_with_roles_by_group(uuid, BOUND) == (None, {})
+        assert storage.members.user_with_roles_by_group(bob.uuid, 1) == (renamed, None)
+        assert storage.members.user_with_roles_by_group(bob.uuid, 1) == (renamed, None)
+        with storage.atomic():
+            assert storage.members.user_with_roles_by_group(bob.uuid, BOUND)[1] == {
+                team.uuid: "viewer", other.uuid: "member"}
+        assert reads == ["user_with_roles_by_group"] * 3 + ["roles_by_group", "user_with_roles_by_group"]
+        storage.users.delete(bob.id)  # announced
+        assert storage.members.user_with_roles_by_group(bob.uuid, BOUND) == (None, {})
+
+        # A storage written before it: none offered here either.
+        storage.members._inner = _Without(members, "user_with_roles_by_group")
+        with pytest.raises(AttributeError):
+            storage.members.user_with_roles_by_group(ada.uuid, BOUND)
+    finally:
+        storage.close()
+
+
 class _Without:
     """A store without one of its methods (as one written before it was added)."""
 

@@ -57,7 +57,14 @@ def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_u
         with db_session:
             assert storage.members.roles_by_group(ADA, 1) == {TEAM: "owner"}
             assert storage.members.roles_by_group(ADA, 0) is None
+        # And with the user's record, in one statement: the same range.
+        ada = storage.users.get_by_uuid(ADA)
+        assert storage.members.user_with_roles_by_group(ADA, 64) == (ada, {TEAM: "owner"})
+        assert storage.members.user_with_roles_by_group(BEA, 64) == (storage.users.get_by_uuid(BEA), {})
+        with db_session:
+            assert storage.members.user_with_roles_by_group(ADA, 0) == (ada, None)
         by_group = storage.members._by_group
+        with_user = storage.members._user_with_roles[0]
         if tableless_url.startswith("mysql"):
             with db_session:
                 cursor = storage.db.get_connection().cursor()
@@ -67,6 +74,16 @@ def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_u
             inner = [step for step in plan if step["table"] == "locky_members"]
             assert len(inner) == 1 and inner[0]["key"] == INDEX and inner[0]["type"] == "ref", plan
             assert "Using index" in (inner[0]["Extra"] or ""), plan
+            with db_session:
+                cursor = storage.db.get_connection().cursor()
+                cursor.execute(f"EXPLAIN {with_user.direct}", (ADA, 65, ADA))
+                names = [column[0] for column in cursor.description]
+                plan = [dict(zip(names, row)) for row in cursor.fetchall()]
+            inner = [step for step in plan if step["table"] == "locky_members"]
+            assert len(inner) == 1 and inner[0]["key"] == INDEX and inner[0]["type"] == "ref", plan
+            assert "Using index" in (inner[0]["Extra"] or ""), plan
+            user = [step for step in plan if step["table"] == "locky_users"]
+            assert len(user) == 1 and user[0]["type"] in ("const", "eq_ref", "ref") and int(user[0]["rows"]) == 1, plan
         if tableless_url.startswith("mysql") and storage.members.by_pairs is None:
             with db_session:
                 version = storage.db.select("SELECT VERSION()")[0]
@@ -95,6 +112,10 @@ def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_u
             path = tableless_url.removeprefix("sqlite:///")
             with sqlite3.connect(path) as connection:
                 pairs = f'[["{ADA}", "{TEAM}"], ["{BEA}", "{TEAM}"]]'
+                plan = " ".join(row[3] for row in connection.execute(
+                    f"EXPLAIN QUERY PLAN {with_user.direct}", [ADA, 65, ADA]))
+                assert f"COVERING INDEX {INDEX} (user_uuid=? AND del_token=?)" in plan, plan
+                assert "SEARCH locky_users USING INDEX" in plan and "SCAN locky_users" not in plan, plan
                 statement = storage.members.by_pairs[0].direct
                 for analyzed in (False, True):  # without the planner's statistics, then with them
                     if analyzed:
@@ -105,6 +126,10 @@ def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_u
                     assert f"INDEX {INDEX} (user_uuid=? AND del_token=? AND group_uuid=?)" in plan, plan
                 plan = " ".join(row[3] for row in connection.execute(
                     f"EXPLAIN QUERY PLAN {by_group.direct}", [ADA, 65]))
+                assert f"COVERING INDEX {INDEX} (user_uuid=? AND del_token=?)" in plan, plan
+                # (With the statistics of two users, scanning them is the cheaper plan.)
+                plan = " ".join(row[3] for row in connection.execute(
+                    f"EXPLAIN QUERY PLAN {with_user.direct}", [ADA, 65, ADA]))
                 assert f"COVERING INDEX {INDEX} (user_uuid=? AND del_token=?)" in plan, plan
                 # A SQLite before 3.38 reads ranges of the same index by IN lists.
                 statement = storage.members._statement(2, 2).direct

@@ -106,6 +106,47 @@ def test_an_item_read_runs_one_statement_and_sees_changes_at_once(hosts):
     assert b.simulate_get(f"/v1/internal/users/{ada.id}", headers=admin.headers).status_code == 404
 
 
+def test_a_group_scoped_check_reads_its_user_and_their_roles_in_one_statement(hosts):
+    """A check about a user in a group, when the worker holds neither the user nor their
+    roles (new to it, or both aged out together after ``max_age``), runs the
+    authentication and one statement more, not two; then the authentication only."""
+    a, b = hosts
+    admin, ada = a.account(ADMIN_EMAIL, verified=True), a.account("ada@example.com")
+    bob = a.account("bob@example.com")
+    assert a.simulate_post("/v1/private/roles", headers=admin.headers, json={
+        "name": "auditor", "permissions": [{"resource": "reports", "action": "read"}]}).status_code == 201
+    groups = [a.simulate_post("/v1/private/groups", json={"name": f"g{i}"}, headers=ada.headers).json
+              for i in range(2)]
+    assert a.simulate_post("/v1/private/members", headers=ada.headers, json={
+        "group_uuid": groups[0]["uuid"], "user_uuid": bob.uuid, "role": "auditor"}).status_code == 201
+    storage = b.app.context.storage
+
+    def allowed(group: dict) -> bool:
+        answer = b.simulate_get("/v1/internal/authz/check", headers=ada.headers, params={
+            "user_uuid": bob.uuid, "resource": "reports", "action": "read", "group_uuid": group["uuid"]})
+        assert answer.status_code == 200, answer.text
+        return answer.json["allowed"]
+
+    ran = statements(storage)
+
+    def of_bob() -> list[str]:
+        """The statements since the last call, but the authentication and bob's global
+        roles (read once per policy revision)."""
+        found = [sql for sql in ran if "locky_sessions" not in sql and "locky_grants" not in sql]
+        del ran[:]
+        return found
+
+    storage.cache.max_age = 1.0
+    for why in ("new to the worker", "both aged out together"):
+        if why == "both aged out together":
+            time.sleep(1.1)
+        assert allowed(groups[0]), why
+        read = of_bob()
+        assert len(read) == 1 and "locky_users" in read[0] and "locky_members" in read[0], (why, read)
+        assert (allowed(groups[0]), allowed(groups[1])) == (True, False)
+        assert of_bob() == [], why  # kept
+
+
 def test_sessions_and_authorization_are_read_on_every_request(hosts):
     a, b = hosts
     for round in range(5):

@@ -106,8 +106,9 @@ STORES: dict[str, dict[str, Effect]] = {
     # The roles in groups every group-scoped decision asks for: the storage cache keeps
     # them under every bus (outside atomic blocks), as it keeps user records. They move
     # no policy revision.
-    "members": {**_RECORD_READS, "role_of": KEPT, "roles_in": KEPT, "roles_by_group": KEPT, "of_users": READ,
-                "of_groups": READ, "holders_by_id": READ, "create": moves(MEMBERS), "delete": moves(MEMBERS)},
+    "members": {**_RECORD_READS, "role_of": KEPT, "roles_in": KEPT, "roles_by_group": KEPT,
+                "user_with_roles_by_group": KEPT, "of_users": READ, "of_groups": READ, "holders_by_id": READ,
+                "create": moves(MEMBERS), "delete": moves(MEMBERS)},
     "roles": {
         **_RECORD_READS, "custom_permissions": READ,
         "create": moves(REVISION), "update": moves(REVISION), "delete": moves(REVISION),

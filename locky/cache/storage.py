@@ -340,6 +340,38 @@ class _Members(_Through):
         found = self._kept_roles_by_group(user_uuid, at_most)
         return None if found is None else dict(found)  # the kept one is shared
 
+    def user_with_roles_by_group(self, user_uuid, at_most):
+        """The user (as ``users.get_by_uuid`` keeps them) and their roles by group (as
+        :meth:`roles_by_group`), from the cache; when it holds neither, both in one read
+        of the wrapped store, each then kept as its own read keeps it."""
+        read = self._inner.user_with_roles_by_group  # a storage without it has none here either
+        if _IN_BLOCK.get() or not isinstance(user_uuid, str):
+            return read(user_uuid, at_most)
+        owner = self._owner
+        cache = owner.cache
+        user_key, roles_key = ("user-uuid", user_uuid), ("roles-by-group", user_uuid, at_most)
+        user, roles = cache.get(user_key), cache.get(roles_key)
+        if user is MISSING and roles is MISSING:
+            token = cache.token()
+            marked = FILLING.set(True)
+            try:
+                user, roles = read(user_uuid, at_most)
+            finally:
+                FILLING.reset(marked)
+            if user is None:
+                return None, {}
+            cache.put(user_key, user, token, tags=user_tags(user))
+            roles = _or_many(roles)
+            cache.put(roles_key, roles, token, tags=(MEMBERS,), weight=_roles_weight(roles))
+        else:
+            if user is MISSING:
+                user = owner.users.get_by_uuid(user_uuid)
+            if roles is MISSING:
+                roles = self._kept_roles_by_group(user_uuid, at_most)
+            if user is None:
+                return None, {}
+        return user, (None if roles is None or roles is MANY else dict(roles))  # the kept one is shared
+
     def _kept_roles_by_group(self, user_uuid: str, at_most: int) -> dict[str, str] | None:
         """The inner store's ``roles_by_group``, kept (weighing its memberships) until a
         membership changes; ``None`` also from a storage without it."""

@@ -16,6 +16,7 @@ from typing import Any, ContextManager, Iterator
 from marshmallow import ValidationError
 
 from locky.batch_reads import by_uuid, holder_batches
+from locky.cache.storage import ROLES_BY_GROUP_AT_MOST
 from locky.dump import dumper
 from locky.errors import Invalid, NotSupported
 from locky.http.media import QueryLoader, first_message, read_json
@@ -75,6 +76,16 @@ class Decisions:
         self.context = context
         self.users = context.storage.users
 
+    def subject(self, user_uuid: str, group_uuid: str | None) -> User | None:
+        """The live user a check is about. In a group, from a storage that reads a user
+        with their roles in every group at once (``members.user_with_roles_by_group``,
+        which the storage cache keeps both of), so that deciding reads no membership."""
+        if group_uuid is not None:
+            with_roles = getattr(self.context.storage.members, "user_with_roles_by_group", None)
+            if with_roles is not None:
+                return with_roles(user_uuid, ROLES_BY_GROUP_AT_MOST)[0]
+        return self.users.get_by_uuid(user_uuid)
+
     def users_of(self, uuids) -> dict[str, User]:
         """The live users of ``uuids`` by uuid, in one storage read when the storage can
         (``get_many_by_uuid``), else one by one."""
@@ -116,8 +127,8 @@ class AuthzCheck:
             query = self.load_query(req)
         else:
             query["explain"] = False
-        user = self.context.storage.users.get_by_uuid(query["user_uuid"])
         group_uuid = query.get("group_uuid")
+        user = self.decisions.subject(query["user_uuid"], group_uuid)
         revision = caller.policy_revision  # None: the authorizer reads storage's
         allowed = self.decisions.allowed(user, query["resource"], query["action"], group_uuid, revision)
         answer: dict[str, Any] = {"allowed": bool(allowed)}
@@ -197,11 +208,11 @@ class AuthzPermissions:
         self.context.require(req.context.identity, "authz", "read")
         query = self.load_query(req)
         permissions = self.decisions.capability("permissions")
-        user = self.context.storage.users.get_by_uuid(query["user_uuid"])
+        group_uuid, first = query.get("group_uuid"), query["after_id"] == 0
+        user = self.decisions.subject(query["user_uuid"], group_uuid or None)
         if user is None:
             resp.media = {"permissions": []}
             return
-        group_uuid, first = query.get("group_uuid"), query["after_id"] == 0
         if group_uuid:
             contexts, next_after_id = [None, group_uuid], None
         else:

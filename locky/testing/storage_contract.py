@@ -714,6 +714,28 @@ class StorageContract:
         assert found == {one.uuid: "viewer", two.uuid: "member", **{g.uuid: "owner" for g in many}}
         assert seeded.members.roles_by_group(bob.uuid, 71) is None
 
+    def test_a_user_with_their_roles_by_group_is_both_reads_in_one(self, seeded):
+        owner, bob, carol, one, two, gone, nobody = self.memberships(seeded)
+        for user in (owner, bob, carol):
+            for at_most in (0, 1, 2, 64):
+                assert seeded.members.user_with_roles_by_group(user.uuid, at_most) == (
+                    seeded.users.get_by_uuid(user.uuid), seeded.members.roles_by_group(user.uuid, at_most))
+        found, roles = seeded.members.user_with_roles_by_group(bob.uuid, 64)
+        assert found == bob and roles == {one.uuid: "viewer", two.uuid: "member"}
+        assert seeded.members.user_with_roles_by_group(bob.uuid, 1) == (bob, None)  # past the bound
+        assert seeded.members.user_with_roles_by_group(carol.uuid, 0) == (carol, {})  # none left
+        # No live user: none, whatever memberships the uuid had.
+        dan = self.user(seeded, "dan@example.com", "Dan")
+        seeded.members.create(group_uuid=one.uuid, user_uuid=dan.uuid, role="member")
+        assert seeded.members.user_with_roles_by_group(dan.uuid, 64) == (dan, {one.uuid: "member"})
+        seeded.users.delete(dan.id)
+        for uuid in (dan.uuid, nobody, None, 7):
+            assert seeded.members.user_with_roles_by_group(uuid, 64) == (None, {})
+        many = [self.group(seeded, bob, f"g{i}") for i in range(70)]
+        assert seeded.members.user_with_roles_by_group(bob.uuid, 72) == (
+            bob, {one.uuid: "viewer", two.uuid: "member", **{g.uuid: "owner" for g in many}})
+        assert seeded.members.user_with_roles_by_group(bob.uuid, 71) == (bob, None)
+
     def test_members_of_users_and_of_groups_read_many_at_once_as_lists_do(self, seeded):
         owner, bob, carol, one, two, gone, nobody = self.memberships(seeded)
 

@@ -1,7 +1,8 @@
 """Memberships read many at once: :meth:`MemberStore.roles_in`, the roles of a batch of
 (user, group) pairs in one SELECT; and :meth:`MemberStore.roles_by_group`, the roles of
 one user in every group, which the storage cache keeps so that a user's next decisions
-in other groups cost no round trip.
+in other groups cost no round trip (:meth:`MemberStore.user_with_roles_by_group` reads
+them with the user's record, for a check about a user the cache holds neither of).
 
 An authorizer asked a batch of checks (``POST /v1/internal/authz/check``, up to 100:
 docs/http/authorization.md) reads here, once, the memberships every group-scoped check of the
@@ -45,9 +46,11 @@ from typing import Iterable
 
 import orjson
 
+from locky import User
+
 from . import compat, stores
 from .holder_reads import HolderPages
-from .reads import chunks, column, in_list, padded, selected
+from .reads import RecordReads, chunks, column, in_list, padded, selected
 
 
 #: The SQLite whose JSON functions are always there (built in since 3.38).
@@ -177,6 +180,36 @@ class MemberStore(stores.MemberStore):
             "mine.g, mine.r",
             f"SELECT {{}} FROM (SELECT {inner} FROM {reads.columns.table}"
             f" WHERE {user_col} = {{}} AND {reads.live} LIMIT {{}}) mine")
+
+    @cached_property
+    def _user_with_roles(self) -> tuple[object, RecordReads]:
+        """The SELECT of :meth:`user_with_roles_by_group`, and the users' reads whose
+        columns it selects: the live user's row once per membership of
+        :attr:`_by_group`'s range (its ``LIMIT`` inside), or once with no group and role
+        for a user with none (``LEFT JOIN``). A user's record comes again on each of their
+        rows, which costs less than a second round trip."""
+        reads = self.reads
+        reader, provider = reads.reader, reads.provider
+        users = RecordReads(reader, self.entities.User, User)
+        user_col = column(provider, reads.entity, "user_uuid")
+        group, role = self._selected_columns(("group_uuid", "role"))
+        statement = reader.statement(
+            f"SELECT {reader.select_list(users.columns.sql + ', mine.g, mine.r')} FROM {users.columns.table}"
+            f" LEFT JOIN (SELECT {group} AS g, {role} AS r FROM {reads.columns.table}"
+            f" WHERE {user_col} = {{}} AND {reads.live} LIMIT {{}}) mine ON 1 = 1"
+            f" WHERE {column(provider, users.entity, 'uuid')} = {{}} AND {users.live}", packed=True)
+        return statement, users
+
+    def user_with_roles_by_group(self, user_uuid: str, at_most: int) -> tuple[User | None, dict[str, str] | None]:
+        if not isinstance(user_uuid, str):
+            return None, {}
+        statement, users = self._user_with_roles
+        rows = self.reads.reader.select(statement, (user_uuid, int(at_most) + 1, user_uuid))
+        if not rows:
+            return None, {}
+        width = users.columns.width
+        roles = {row[width]: row[width + 1] for row in rows if row[width] is not None}
+        return users.columns.build(rows[0]), (None if len(roles) > at_most else roles)
 
     def roles_by_group(self, user_uuid: str, at_most: int) -> dict[str, str] | None:
         if not isinstance(user_uuid, str):

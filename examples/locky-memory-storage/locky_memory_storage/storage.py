@@ -343,6 +343,11 @@ class MemberStore(_Records):
                      if self.db.groups.get_by_uuid(m.group_uuid) is not None}
         return None if len(found) > at_most else found
 
+    def user_with_roles_by_group(self, user_uuid: str, at_most: int) -> tuple[Any, dict[str, str] | None]:
+        with self.lock:  # the user and their roles as of one moment, as one read gives them
+            user = self.db.users.get_by_uuid(user_uuid)
+            return (None, {}) if user is None else (user, self.roles_by_group(user_uuid, at_most))
+
     def of_users(self, user_uuids: Iterable[str]) -> list[Member]:
         return self._of("user_uuid", user_uuids)
 
