@@ -149,15 +149,19 @@ def send_each_once(url: str, paths: list[str], tokens: list[str] | None, *, conn
                    bound: float = 60.0) -> Result:
     """Every wrk thread sends each of ``paths`` once, and a few past the end again (a
     warm-up that reaches them all, however fast the server is): a run of a second gives the
-    rate, then one run long enough for the whole list at that rate, at most ``bound``
-    seconds. Each thread stops when it is through, but wrk ends only at its duration, so
-    the duration is worked out."""
+    rate, then a run long enough for the whole list at that rate, again twice as long while
+    one fell short (the machine slowed down), at most ``bound`` seconds. Each thread stops
+    when it is through, but wrk ends only at its duration, so the duration is worked out."""
     script = get_script(paths, tokens, once=True)
-    probe = run("rate", url, script, connections=connections, threads=threads, seconds=1)
-    if probe.requests >= len(paths) * threads:
-        return probe
-    seconds = min(bound, math.ceil(1.2 * len(paths) * threads / max(probe.rps, 1.0)))
-    return run("each once", url, script, connections=connections, threads=threads, seconds=seconds)
+    whole = len(paths) * threads
+    result = run("rate", url, script, connections=connections, threads=threads, seconds=1)
+    seconds = min(bound, math.ceil(1.2 * whole / max(result.rps, 1.0)))
+    while result.requests < whole:
+        result = run("each once", url, script, connections=connections, threads=threads, seconds=seconds)
+        if seconds >= bound:
+            break
+        seconds = min(bound, seconds * 2)
+    return result
 
 
 def _ms(text: str) -> float:

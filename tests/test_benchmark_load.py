@@ -6,23 +6,13 @@ here that counts what it was asked. Not a timing assertion."""
 from __future__ import annotations
 
 import collections
-import importlib.util
 import shutil
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
-LOAD = Path(__file__).resolve().parents[1] / "benchmarks" / "load.py"
-
-
-def load_module():
-    spec = importlib.util.spec_from_file_location("benchmark_load", LOAD)
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
-    spec.loader.exec_module(module)
-    return module
+from support.benchmark_modules import benchmark_module
 
 
 class Counting(BaseHTTPRequestHandler):
@@ -62,10 +52,10 @@ def counting_url():
 
 @pytest.mark.extras  # wrk, an OS package (.ci/run installs it)
 def test_a_script_sent_once_stops_each_thread_after_its_paths(counting_url):
-    load = load_module()
+    load = benchmark_module("load")
     paths = [f"/check?question={n}" for n in range(200)]
     result = load.run("once", counting_url, load.get_script(paths, ["a-token"], once=True), connections=4,
-                      threads=2, seconds=2)
+                      threads=2, seconds=3)
     assert result.errors == 0
     # Each thread went through the list from its start and stopped a few past its end, in
     # a run long enough for many rounds: twice each, and those few twice more at most.
@@ -79,7 +69,7 @@ def test_a_script_sent_once_stops_each_thread_after_its_paths(counting_url):
 
 @pytest.mark.extras
 def test_every_wrk_thread_sends_each_path_once_however_fast_the_server(counting_url):
-    load = load_module()
+    load = benchmark_module("load")
     paths = [f"/check?question={n}" for n in range(3000)]
     result = load.send_each_once(counting_url, paths, ["a-token"], connections=4, threads=2, bound=60)
     assert result.errors == 0

@@ -4,22 +4,11 @@ the benchmarks' figures are meant for, on every engine. Not a timing assertion."
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
-import sys
-from pathlib import Path
 
 from locky.settings import Settings
 from locky.testing.databases import engine, run_sql
-
-SEED = Path(__file__).resolve().parents[1] / "benchmarks" / "seed.py"
-
-
-def load_seed():
-    spec = importlib.util.spec_from_file_location("benchmark_seed", SEED)
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses look it up
-    spec.loader.exec_module(module)
-    return module
+from support.benchmark_modules import benchmark_module
 
 
 def statistics_of_memberships(database_url: str, settings: Settings) -> int:
@@ -49,7 +38,7 @@ def statistics_of_memberships(database_url: str, settings: Settings) -> int:
 def test_a_seeded_database_is_settled(database_url):
     settings = Settings.load(environ={}, database_url=database_url, jwt_secret="seed-test-secret-" + "x" * 32,
                              bcrypt_rounds=4)
-    seed = load_seed()
+    seed = benchmark_module("seed")
     seeded = seed.seed(settings, users=30, groups=5, memberships=60, tokens=1)
     assert seeded.memberships == 60 and len(seeded.user_ids) == 30
     assert statistics_of_memberships(database_url, settings) == 60

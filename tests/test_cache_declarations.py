@@ -255,17 +255,9 @@ def test_a_users_roles_in_every_group_are_read_once_and_kept_whole(tmp_path):
     memberships than the bound is kept pair by pair; inside an atomic block it is live."""
     from locky.cache.storage import ROLES_BY_GROUP_AT_MOST
 
-    storage = CachingStorage(PonyStorage(make_settings(f"sqlite:///{tmp_path / 'by-group.sqlite'}")), _TrustingBus())
+    storage, reads, ada, bob = _counting_reads(tmp_path, members=("role_of", "roles_by_group"))
     inner = storage.inner.members
-    reads: list[str] = []
-    for name in ("role_of", "roles_by_group"):
-        real = getattr(inner, name)
-        setattr(inner, name, lambda *args, _real=real, _name=name: reads.append(_name) or _real(*args))
     try:
-        storage.migrate()
-        storage.inner.roles.sync_builtin(BUILTIN)
-        ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
-        bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="x")
         teams = [storage.groups.create(name=f"team{i}", description="", owner_uuid=ada.uuid) for i in range(3)]
         storage.members.create(group_uuid=teams[1].uuid, user_uuid=bob.uuid, role="viewer")
         assert [storage.members.role_of(bob.uuid, t.uuid) for t in teams] == [None, "viewer", None]
@@ -318,18 +310,10 @@ def test_a_checked_user_and_their_roles_are_read_at_once_and_each_kept_as_its_ow
     is not there; inside an atomic block it is live."""
     from locky.cache.storage import MAX_AGE, ROLES_BY_GROUP_AT_MOST as BOUND
 
-    storage = CachingStorage(PonyStorage(make_settings(f"sqlite:///{tmp_path / 'with-roles.sqlite'}")), _TrustingBus())
-    members, users = storage.inner.members, storage.inner.users
-    reads: list[str] = []
-    for store, name in ((members, "role_of"), (members, "roles_by_group"), (members, "user_with_roles_by_group"),
-                        (users, "get_by_uuid")):
-        real = getattr(store, name)
-        setattr(store, name, lambda *args, _real=real, _name=name: reads.append(_name) or _real(*args))
+    storage, reads, ada, bob = _counting_reads(
+        tmp_path, members=("role_of", "roles_by_group", "user_with_roles_by_group"), users=("get_by_uuid",))
+    members = storage.inner.members
     try:
-        storage.migrate()
-        storage.inner.roles.sync_builtin(BUILTIN)
-        ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
-        bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="x")
         team, other = (storage.groups.create(name=name, description="", owner_uuid=ada.uuid) for name in ("a", "b"))
         storage.members.create(group_uuid=team.uuid, user_uuid=bob.uuid, role="viewer")
         del reads[:]
@@ -385,6 +369,28 @@ def test_a_checked_user_and_their_roles_are_read_at_once_and_each_kept_as_its_ow
             storage.members.user_with_roles_by_group(ada.uuid, BOUND)
     finally:
         storage.close()
+
+
+def _counting_reads(tmp_path, **methods: tuple[str, ...]) -> tuple[CachingStorage, list[str], object, object]:
+    """A storage cache over an SQLite file, trusting what it keeps until told; the names of
+    the reads it passes on to the wrapped store (``methods``: their names by store) in
+    order; and two users, Ada and Bob."""
+    storage = CachingStorage(PonyStorage(make_settings(f"sqlite:///{tmp_path / 'counted.sqlite'}")), _TrustingBus())
+    reads: list[str] = []
+    for store, names in methods.items():
+        inner = getattr(storage.inner, store)
+        for name in names:
+            real = getattr(inner, name)
+            setattr(inner, name, lambda *args, _real=real, _name=name: reads.append(_name) or _real(*args))
+    try:
+        storage.migrate()
+        storage.inner.roles.sync_builtin(BUILTIN)
+        ada = storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
+        bob = storage.users.create(name="Bob", email="bob@example.com", password_hash="x")
+    except BaseException:
+        storage.close()
+        raise
+    return storage, reads, ada, bob
 
 
 class _Without:
