@@ -318,8 +318,8 @@ BATCHES = 20  # distinct bodies of 100 checks, cycled by wrk: decisions the work
 #: Bodies of new questions: more decisions than a worker keeps (4,096 a policy snapshot),
 #: so nearly every one is decided anew, as when applications ask about many resources.
 NEW_BATCHES = 300
-#: Single checks cycled by wrk, enough that they too are decided anew (each wrk thread
-#: sends about 15,000 in the 10 s window of the fastest engine here).
+#: Single checks cycled by wrk, enough that they too are decided anew: at 6,000 req/s
+#: (SQLite on a quiet day here) each of the two wrk threads sends 30,000 in 10 s.
 SINGLES = 30_000
 #: Other checks about the same users, which warm the workers before the singles.
 SINGLES_WARMING = 6000
