@@ -66,23 +66,16 @@ def test_step_11_keeps_the_memberships_and_reads_them_from_the_index(tableless_u
         by_group = storage.members._by_group
         with_user = storage.members._user_with_roles[0]
         if tableless_url.startswith("mysql"):
-            with db_session:
-                cursor = storage.db.get_connection().cursor()
-                cursor.execute(f"EXPLAIN {by_group.direct}", (ADA, 65))
-                names = [column[0] for column in cursor.description]
-                plan = [dict(zip(names, row)) for row in cursor.fetchall()]
-            inner = [step for step in plan if step["table"] == "locky_members"]
-            assert len(inner) == 1 and inner[0]["key"] == INDEX and inner[0]["type"] == "ref", plan
-            assert "Using index" in (inner[0]["Extra"] or ""), plan
-            with db_session:
-                cursor = storage.db.get_connection().cursor()
-                cursor.execute(f"EXPLAIN {with_user.direct}", (ADA, 65, ADA))
-                names = [column[0] for column in cursor.description]
-                plan = [dict(zip(names, row)) for row in cursor.fetchall()]
-            inner = [step for step in plan if step["table"] == "locky_members"]
-            assert len(inner) == 1 and inner[0]["key"] == INDEX and inner[0]["type"] == "ref", plan
-            assert "Using index" in (inner[0]["Extra"] or ""), plan
-            user = [step for step in plan if step["table"] == "locky_users"]
+            for statement, params in ((by_group, (ADA, 65)), (with_user, (ADA, 65, ADA))):
+                with db_session:
+                    cursor = storage.db.get_connection().cursor()
+                    cursor.execute(f"EXPLAIN {statement.direct}", params)
+                    names = [column[0] for column in cursor.description]
+                    plan = [dict(zip(names, row)) for row in cursor.fetchall()]
+                inner = [step for step in plan if step["table"] == "locky_members"]
+                assert len(inner) == 1 and inner[0]["key"] == INDEX and inner[0]["type"] == "ref", plan
+                assert "Using index" in (inner[0]["Extra"] or ""), plan
+            user = [step for step in plan if step["table"] == "locky_users"]  # with_user's
             assert len(user) == 1 and user[0]["type"] in ("const", "eq_ref", "ref") and int(user[0]["rows"]) == 1, plan
         if tableless_url.startswith("mysql") and storage.members.by_pairs is None:
             with db_session:

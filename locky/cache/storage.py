@@ -294,7 +294,7 @@ class _Users(_Through):
     def get_by_uuid(self, uuid):
         if not isinstance(uuid, str):
             return None
-        return self._owner.cached(("user-uuid", uuid), self._inner.get_by_uuid, uuid)
+        return self._owner.cached(_user_key(uuid), self._inner.get_by_uuid, uuid)
 
     def get_many_by_uuid(self, uuids):
         """The users the cache holds, and the others in one read of ``inner`` (one by
@@ -303,7 +303,7 @@ class _Users(_Through):
         many = getattr(inner, "get_many_by_uuid", None)
         read = many if many is not None else (
             lambda missing: {u: found for u in missing if (found := inner.get_by_uuid(u)) is not None})
-        keys = {("user-uuid", uuid): uuid for uuid in uuids if isinstance(uuid, str)}
+        keys = {_user_key(uuid): uuid for uuid in uuids if isinstance(uuid, str)}
         return kept_many(self._owner.cache, keys, read, lambda found: {"tags": user_tags(found)})
 
 
@@ -349,7 +349,7 @@ class _Members(_Through):
             return read(user_uuid, at_most)
         owner = self._owner
         cache = owner.cache
-        user_key, roles_key = ("user-uuid", user_uuid), ("roles-by-group", user_uuid, at_most)
+        user_key, roles_key = _user_key(user_uuid), _roles_key(user_uuid, at_most)
         user, roles = cache.get(user_key), cache.get(roles_key)
         if user is MISSING and roles is MISSING:
             token = cache.token()
@@ -362,14 +362,14 @@ class _Members(_Through):
                 return None, {}
             cache.put(user_key, user, token, tags=user_tags(user))
             roles = _or_many(roles)
-            cache.put(roles_key, roles, token, tags=(MEMBERS,), weight=_roles_weight(roles))
+            cache.put(roles_key, roles, token, **_roles_kept(roles))
         else:
             if user is MISSING:
                 user = owner.users.get_by_uuid(user_uuid)
+                if user is None:
+                    return None, {}
             if roles is MISSING:
                 roles = self._kept_roles_by_group(user_uuid, at_most)
-            if user is None:
-                return None, {}
         return user, (None if roles is None or roles is MANY else dict(roles))  # the kept one is shared
 
     def _kept_roles_by_group(self, user_uuid: str, at_most: int) -> dict[str, str] | None:
@@ -378,9 +378,8 @@ class _Members(_Through):
         inner = self._inner
         if not hasattr(inner, "roles_by_group"):
             return None
-        found = kept(self._owner.cache, ("roles-by-group", user_uuid, at_most),
-                     lambda: _or_many(inner.roles_by_group(user_uuid, at_most)),
-                     lambda found: {"tags": (MEMBERS,), "weight": _roles_weight(found)})
+        found = kept(self._owner.cache, _roles_key(user_uuid, at_most),
+                     lambda: _or_many(inner.roles_by_group(user_uuid, at_most)), _roles_kept)
         return None if found is MANY else found
 
     def roles_in(self, pairs):
@@ -412,6 +411,22 @@ MANY = ("many",)
 
 def _or_many(found: dict[str, str] | None):
     return MANY if found is None else found
+
+
+def _user_key(uuid: str) -> tuple[str, str]:
+    """The key a user's record is kept under, read by uuid."""
+    return ("user-uuid", uuid)
+
+
+def _roles_key(user_uuid: str, at_most: int) -> tuple[str, str, int]:
+    """The key a user's roles by group (``roles_by_group``) are kept under."""
+    return ("roles-by-group", user_uuid, at_most)
+
+
+def _roles_kept(found) -> dict:
+    """How a user's roles by group are kept: dropped when any membership changes,
+    weighing what they take."""
+    return {"tags": (MEMBERS,), "weight": _roles_weight(found)}
 
 
 def _roles_weight(found) -> int:

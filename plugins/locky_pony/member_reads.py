@@ -172,14 +172,18 @@ class MemberStore(stores.MemberStore):
         del_token, group_uuid, role)`` index, cut at the bound before the rows are
         packed (on MySQL/MariaDB they are aggregated into one value, which a ``LIMIT``
         outside would not cut)."""
+        return self.reads.reader.many_rows("mine.g, mine.r", f"SELECT {{}} FROM {self._range_of_user}")
+
+    @cached_property
+    def _range_of_user(self) -> str:
+        """The derived table ``mine`` (``g``, ``r``: group and role) of one user's live
+        memberships, one range of the ``(user_uuid, del_token, group_uuid, role)`` index,
+        written with ``{}`` for the user's uuid and then for the ``LIMIT``."""
         reads = self.reads
         user_col = column(reads.provider, reads.entity, "user_uuid")
         group, role = self._selected_columns(("group_uuid", "role"))
-        inner = f"{group} AS g, {role} AS r"
-        return reads.reader.many_rows(
-            "mine.g, mine.r",
-            f"SELECT {{}} FROM (SELECT {inner} FROM {reads.columns.table}"
-            f" WHERE {user_col} = {{}} AND {reads.live} LIMIT {{}}) mine")
+        return (f"(SELECT {group} AS g, {role} AS r FROM {reads.columns.table}"
+                f" WHERE {user_col} = {{}} AND {reads.live} LIMIT {{}}) mine")
 
     @cached_property
     def _user_with_roles(self) -> tuple[object, RecordReads]:
@@ -188,16 +192,12 @@ class MemberStore(stores.MemberStore):
         :attr:`_by_group`'s range (its ``LIMIT`` inside), or once with no group and role
         for a user with none (``LEFT JOIN``). A user's record comes again on each of their
         rows, which costs less than a second round trip."""
-        reads = self.reads
-        reader, provider = reads.reader, reads.provider
+        reader = self.reads.reader
         users = RecordReads(reader, self.entities.User, User)
-        user_col = column(provider, reads.entity, "user_uuid")
-        group, role = self._selected_columns(("group_uuid", "role"))
         statement = reader.statement(
             f"SELECT {reader.select_list(users.columns.sql + ', mine.g, mine.r')} FROM {users.columns.table}"
-            f" LEFT JOIN (SELECT {group} AS g, {role} AS r FROM {reads.columns.table}"
-            f" WHERE {user_col} = {{}} AND {reads.live} LIMIT {{}}) mine ON 1 = 1"
-            f" WHERE {column(provider, users.entity, 'uuid')} = {{}} AND {users.live}", packed=True)
+            f" LEFT JOIN {self._range_of_user} ON 1 = 1"
+            f" WHERE {column(users.provider, users.entity, 'uuid')} = {{}} AND {users.live}", packed=True)
         return statement, users
 
     def user_with_roles_by_group(self, user_uuid: str, at_most: int) -> tuple[User | None, dict[str, str] | None]:
