@@ -60,16 +60,20 @@ def counting_url():
 def test_a_script_sent_once_stops_each_thread_after_its_paths(counting_url):
     load = benchmark_module("load")
     paths = [f"/check?question={n}" for n in range(200)]
-    result = load.run("once", counting_url, load.get_script(paths, ["a-token"], once=True), connections=4,
-                      threads=2, seconds=3)
+    threads, connections = 2, 4
+    result = load.run("once", counting_url, load.get_script(paths, ["a-token"], once=True),
+                      connections=connections, threads=threads, seconds=3)
     assert result.errors == 0
     # Each thread went through the list from its start and stopped a few past its end, in
     # a run long enough for many rounds: twice each, and those few twice more at most.
+    # The stop ends the thread's event loop after the turn it came in: in that turn each
+    # of the thread's other connections may still send one request.
     past = load._ONE_CYCLE_PAST
+    others = connections // threads - 1
     assert set(Counting.asked) == set(paths)
-    assert {Counting.asked[path] for path in paths[past + 2:]} == {2}
+    assert {Counting.asked[path] for path in paths[past + 1 + others:]} == {2}
     assert max(Counting.asked.values()) <= 4
-    assert sum(Counting.asked.values()) <= 2 * (len(paths) + past)
+    assert sum(Counting.asked.values()) <= threads * (len(paths) + past + others)
     assert Counting.tokens == {"Bearer a-token": sum(Counting.asked.values())}
 
 
