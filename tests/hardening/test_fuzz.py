@@ -6,13 +6,16 @@ generated requests, once authenticated as an admin and once as a plain user. Eac
 response must be no 5xx, carry a documented status code, content type, headers and
 body shape (schemathesis' own checks), and keep the contract's error shapes and headers
 (:func:`contract`). The budget is ``LOCKY_FUZZ_EXAMPLES`` examples per operation, mode
-and caller (default 20: over 2,000 cases on SQLite).
+and caller (default 20: over 2,000 cases on SQLite). ``LOCKY_FUZZ_SEED`` repeats a run
+(each run prints its seed and draws a new one without it, as ``LOCKY_SCHEMATHESIS_SEED``
+does for test_openapi_conformance.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -21,6 +24,7 @@ from urllib.parse import urlencode
 import pytest
 import requests
 import schemathesis
+import hypothesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -40,8 +44,12 @@ from harden import EVIDENCE, STRONG, account, fresh_database, http, query, serve
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 EXAMPLES = int(os.environ.get("LOCKY_FUZZ_EXAMPLES", "20"))
+SEED = int(os.environ.get("LOCKY_FUZZ_SEED") or random.randrange(2**31))
 MIN_CASES = 2000
 REQUEST_LINE = 3500  # bytes of query string, under gunicorn's 4094-byte request line
+#: Seconds a request may take (schemathesis' own default): a server that leaves one
+#: unanswered ends the run at once, naming it, rather than every later case waiting as long.
+ANSWER_WITHIN = 10
 
 
 @schemathesis.check
@@ -98,6 +106,9 @@ class Run:
     failures: list[str] = field(default_factory=list)
     operations: set[str] = field(default_factory=set)
     call_time: float = 0.0
+    #: The request the server left unanswered (a timeout, a closed connection), if any:
+    #: the run stops there, since every later call would wait as long.
+    unanswered: str | None = None
 
 
 #: The fuzzer logs in with a thousand made-up emails from one address: the per-address
@@ -147,6 +158,7 @@ def fuzz(server, examples: int) -> Run:
                     # Keep the two callers alive: deleting or re-passwording them would end the run.
                     strategy = strategy.filter(lambda c: c.path_parameters.get("id") not in protected)
 
+                @hypothesis.seed(SEED)
                 @given(case=strategy)
                 @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate],
                           suppress_health_check=list(HealthCheck))
@@ -156,10 +168,15 @@ def fuzz(server, examples: int) -> Run:
                         token = fresh_token(caller["user"]["email"])  # log out a login of its own
                     run.cases += 1
                     t0 = time.perf_counter()
-                    response = case.call_and_validate(
-                        base_url=base_url, session=session, headers={"Authorization": f"Bearer {token}"},
-                        checks=CHECKS,
-                    )
+                    try:
+                        response = case.call_and_validate(
+                            base_url=base_url, session=session, headers={"Authorization": f"Bearer {token}"},
+                            checks=CHECKS, timeout=ANSWER_WITHIN,
+                        )
+                    except requests.RequestException as exc:
+                        run.unanswered = (f"{operation.label} as {name}, {mode.value}: no answer within "
+                                          f"{ANSWER_WITHIN} s ({type(exc).__name__}) to\n{case.as_curl_command()}")
+                        raise
                     run.statuses[response.status_code] += 1
                     run.call_time += time.perf_counter() - t0
                     EVIDENCE.response(f"{operation.label} (fuzz as {name})", response.status_code,
@@ -170,6 +187,9 @@ def fuzz(server, examples: int) -> Run:
                 except Unsatisfiable:
                     pass  # nothing to negate: an operation without parameters
                 except (Exception, BaseExceptionGroup) as exc:  # schemathesis' failures, with a curl line
+                    if run.unanswered is not None:
+                        run.failures.append(run.unanswered)
+                        return run
                     run.failures.append(f"{operation.label} as {name}, {mode.value}:\n{str(exc)[:3000]}")
     return run
 
@@ -187,9 +207,9 @@ def test_fuzz_sqlite(tmp_path):
     started = time.monotonic()
     with served(tmp_path, url, workers=2, **FUZZ_LIMITS) as server:
         run = fuzz(server, EXAMPLES)
-    print(f"\nfuzz (SQLite): {run.cases} cases over {len(run.operations)} operations in "
+    print(f"\nfuzz (SQLite, seed {SEED}): {run.cases} cases over {len(run.operations)} operations in "
           f"{time.monotonic() - started:.0f}s ({run.call_time:.0f}s in calls); statuses {dict(sorted(run.statuses.items()))}")
-    assert not run.failures, "\n\n".join(run.failures)
+    assert not run.failures, f"LOCKY_FUZZ_SEED={SEED}\n\n" + "\n\n".join(run.failures)
     assert len(run.operations) >= 25
     assert run.cases >= MIN_CASES * EXAMPLES // 20
     assert not any(status >= 500 for status in run.statuses)
@@ -202,6 +222,6 @@ def test_fuzz_postgres(tmp_path):
     with fresh_database("postgres", tmp_path) as url:
         with served(tmp_path, url, workers=2, **FUZZ_LIMITS) as server:
             run = fuzz(server, max(5, EXAMPLES // 3))
-        print(f"\nfuzz (PostgreSQL): {run.cases} cases; statuses {dict(sorted(run.statuses.items()))}")
-        assert not run.failures, "\n\n".join(run.failures)
+        print(f"\nfuzz (PostgreSQL, seed {SEED}): {run.cases} cases; statuses {dict(sorted(run.statuses.items()))}")
+        assert not run.failures, f"LOCKY_FUZZ_SEED={SEED}\n\n" + "\n\n".join(run.failures)
         no_hash_left_the_server(url)
