@@ -301,6 +301,36 @@ def test_a_users_roles_in_every_group_are_read_once_and_kept_whole(tmp_path):
         storage.close()
 
 
+def test_a_batch_about_users_whose_roles_are_kept_whole_reads_no_membership(tmp_path):
+    """``roles_in`` (a batch of checks) answers a pair from its user's roles in every
+    group when the cache holds them (a single check about the user kept them), a group
+    the user is not in included; it reads only the other pairs, and keeps them pair by
+    pair; a membership added drops both; inside an atomic block it is live."""
+    storage, reads, ada, bob = _counting_reads(tmp_path, members=("roles_by_group", "roles_in"))
+    try:
+        team, other = (storage.groups.create(name=name, description="", owner_uuid=ada.uuid) for name in ("a", "b"))
+        storage.members.create(group_uuid=team.uuid, user_uuid=bob.uuid, role="viewer")
+        del reads[:]
+        assert storage.members.role_of(bob.uuid, team.uuid) == "viewer" and reads == ["roles_by_group"]
+        bobs = [(bob.uuid, team.uuid), (bob.uuid, other.uuid)]
+        assert storage.members.roles_in(bobs) == {(bob.uuid, team.uuid): "viewer"}
+        assert reads == ["roles_by_group"]  # both of Bob's pairs from his kept roles
+        ada_owns = (ada.uuid, team.uuid)
+        assert storage.members.roles_in([*bobs, ada_owns]) == {(bob.uuid, team.uuid): "viewer", ada_owns: "owner"}
+        assert storage.members.roles_in([ada_owns]) == {ada_owns: "owner"}
+        assert reads == ["roles_by_group", "roles_in"]  # Ada's pair alone, then kept
+
+        # A membership added (announced): Bob's roles are read again, by roles_in itself.
+        storage.members.create(group_uuid=other.uuid, user_uuid=bob.uuid, role="member")
+        assert storage.members.roles_in(bobs) == {(bob.uuid, team.uuid): "viewer", (bob.uuid, other.uuid): "member"}
+        assert reads == ["roles_by_group", "roles_in", "roles_in"]
+        with storage.atomic():
+            assert storage.members.roles_in(bobs[:1]) == {(bob.uuid, team.uuid): "viewer"}
+        assert reads[3:] == ["roles_in"]
+    finally:
+        storage.close()
+
+
 def test_a_checked_user_and_their_roles_are_read_at_once_and_each_kept_as_its_own(tmp_path):
     """``user_with_roles_by_group`` (what a group-scoped single check reads its user with)
     reads the user and their roles in every group in one read when the cache holds

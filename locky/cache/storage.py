@@ -383,8 +383,9 @@ class _Members(_Through):
         return None if found is MANY else found
 
     def roles_in(self, pairs):
-        """The roles the cache holds, and the others in one read of ``inner`` (``role_of``
-        pair by pair from a storage without ``roles_in``)."""
+        """The roles the cache holds (a pair's own, or from its user's roles in every
+        group, kept whole as :meth:`role_of` keeps them), and the others in one read of
+        ``inner`` (``role_of`` pair by pair from a storage without ``roles_in``)."""
         inner = self._inner
         many = getattr(inner, "roles_in", None)
 
@@ -396,10 +397,21 @@ class _Members(_Through):
         pairs = list(pairs)
         if _IN_BLOCK.get():
             return {pair: role for pair, role in read(pairs).items() if role}
-        keys = {("role", *pair): pair for pair in pairs
-                if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], str)}
-        found = kept_many(self._owner.cache, keys, read, _membership_tags) if keys else {}
+        pairs = [pair for pair in pairs
+                 if isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], str)]
+        found = self._from_roles_kept_whole(pairs)
+        keys = {("role", *pair): pair for pair in pairs if pair not in found}
+        if keys:
+            found.update(kept_many(self._owner.cache, keys, read, _membership_tags))
         return {pair: role for pair, role in found.items() if role}
+
+    def _from_roles_kept_whole(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The role (or :data:`NO_ROLE`) of each pair whose user's roles in every group the
+        cache holds whole, in one look at it."""
+        users = list({user_uuid for user_uuid, _ in pairs})
+        held = dict(zip(users, self._owner.cache.get_many([_roles_key(u, ROLES_BY_GROUP_AT_MOST) for u in users])))
+        return {(user_uuid, group_uuid): roles.get(group_uuid, NO_ROLE) for user_uuid, group_uuid in pairs
+                if (roles := held[user_uuid]) is not MISSING and roles is not MANY}
 
 
 #: The most memberships of one user the storage cache keeps whole (one entry weighing
