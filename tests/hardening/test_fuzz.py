@@ -21,10 +21,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
+import hypothesis
 import pytest
 import requests
 import schemathesis
-import hypothesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
