@@ -68,6 +68,16 @@ class Statements:
         self.connection.set_trace_callback(None)
 
 
+def until_measured(measure, expected, tries: int = 20) -> None:
+    """``measure()`` again until it gives ``expected``, at most ``tries`` times: on SQLite
+    any commit (a background sender's too) empties the storage cache, and a measurement a
+    commit came into is made again."""
+    found = []
+    while len(found) < tries and expected not in found:
+        found.append(measure())
+    assert found[-1] == expected, found
+
+
 def batch(client, caller, checks):
     result = client.simulate_post(CHECK, json={"checks": checks}, headers=caller.headers)
     assert result.status_code == 200, result.text
@@ -117,10 +127,7 @@ def test_a_batch_of_100_reads_the_memberships_in_one_statement(locky_client, loc
         assert nobody > 0
         for ask, cold, warm in ((lambda: batch(locky_client, locky_user, checks), 1, 0),
                                 (singles, len(known_users) + nobody, nobody)):
-            found = []
-            while len(found) < 20 and (cold, warm) not in found:
-                found.append(measured(ask))
-            assert found[-1] == (cold, warm), found
+            until_measured(lambda: measured(ask), (cold, warm))
     finally:
         statements.close()
 
@@ -143,10 +150,7 @@ def test_a_batch_after_single_checks_about_its_users_reads_no_membership(locky_c
         return len(statements.on("locky_members"))
 
     try:
-        found = []
-        while len(found) < 20 and 0 not in found:
-            found.append(measured())
-        assert found[-1] == 0, found
+        until_measured(measured, 0)
     finally:
         statements.close()
 
