@@ -30,7 +30,8 @@ import pytest
 from locky import providers
 from locky.cache import CachingStorage, ChangeBus, Freshness, Keeps
 from locky.cache.declared import (
-    KEYS, MEMBERS, REVISION, SESSION, STORAGE_CACHE, STORES, USER_ID, USER_UUID, USERS, store_protocols, write_topic,
+    KEYS, MEMBERS, REVISION, SESSION, STORAGE_CACHE, STORES, USER_ID, USER_PAGES, USER_UUID, USERS, store_protocols,
+    write_topic,
 )
 from locky.testing import make_settings
 from locky.testing.storage_contract import BUILTIN, StorageContract
@@ -90,7 +91,7 @@ def test_a_write_of_one_session_or_user_names_it_by_an_argument_of_the_protocol(
 
 def test_every_topic_written_is_followed_by_a_cache_and_no_cache_follows_what_nothing_writes():
     written = {effect.topic for methods in STORES.values() for effect in methods.values() if effect.topic}
-    assert written == {REVISION, SESSION, USER_ID, USER_UUID, USERS, MEMBERS, KEYS}
+    assert written == {REVISION, SESSION, USER_ID, USER_UUID, USERS, MEMBERS, USER_PAGES, KEYS}
     followed = set().union(*(watcher.topics for watcher in WATCHERS))
     assert written <= followed
     for watcher in WATCHERS:
@@ -198,6 +199,27 @@ def test_the_storage_cache_announces_exactly_the_declared_writes_it_follows(tmp_
         assert bus.announced == [MEMBERS, MEMBERS, MEMBERS]
         assert storage.keys is storage.inner.keys  # keys: followed by their own cache, never announced
         assert storage.throttle is storage.inner.throttle
+    finally:
+        storage.close()
+
+
+class _QuietRecordsBus(_QuietBus):
+    keeps = Keeps.USER_RECORDS
+    freshness = Freshness.NEXT_REQUEST
+
+
+@pytest.mark.parametrize("bus", [_QuietBus, _QuietRecordsBus], ids=["keeping sessions", "keeping user records"])
+def test_a_new_user_is_announced_only_where_pages_of_users_are_kept(tmp_path, bus):
+    """A registration is announced (``USER_PAGES``) under a bus that keeps the pages and
+    counts of users, and under one that does not keep them it costs no announcement (a
+    bus that keeps sessions would wait for every host)."""
+    bus = bus()
+    storage = CachingStorage(PonyStorage(make_settings(f"sqlite:///{tmp_path / 'pages.sqlite'}")), bus)
+    try:
+        storage.migrate()
+        storage.users.create(name="Ada", email="ada@example.com", password_hash="x")
+        assert storage.keeps_user_pages is (bus.keeps is Keeps.USER_RECORDS)
+        assert bus.announced == ([USER_PAGES] if storage.keeps_user_pages else [])
     finally:
         storage.close()
 
@@ -562,19 +584,30 @@ MEMBERSHIP_WRITES = {
 }
 
 
+#: A call of each declared write of the pages of users (``USER_PAGES``) on a fresh
+#: database where ``ada`` exists.
+PAGE_WRITES = {
+    "users.create": lambda storage, ada: storage.users.create(name="Bob", email="bob@example.com", password_hash="x"),
+}
+
+
 def test_every_declared_write_of_a_users_record_has_a_call_here():
     declared = {f"{store}.{method}" for store, methods in STORES.items() for method, effect in methods.items()
                 if effect.topic in (USER_ID, USER_UUID)}
     assert declared - set(RECORD_WRITES) == {"sessions.revoke_all"}
+    pages = {f"{store}.{method}" for store, methods in STORES.items() for method, effect in methods.items()
+             if effect.topic == USER_PAGES}
+    assert pages == set(PAGE_WRITES)
     memberships = {f"{store}.{method}" for store, methods in STORES.items() for method, effect in methods.items()
                    if effect.topic == MEMBERS}
     assert memberships == set(MEMBERSHIP_WRITES)
 
 
-@pytest.mark.parametrize("write", sorted(RECORD_WRITES) + sorted(MEMBERSHIP_WRITES))
+@pytest.mark.parametrize("write", sorted(RECORD_WRITES) + sorted(MEMBERSHIP_WRITES) + sorted(PAGE_WRITES))
 def test_a_declared_write_of_a_users_record_or_a_membership_moves_the_cache_revision(tmp_path, write):
     """What the revision bus (``LOCKY_AUTH_CACHE=revision``) relies on: the Pony stores
-    move the cache revision in the transaction of every such write."""
+    move the cache revision in the transaction of every such write (a new user's too:
+    the pages and counts of users are kept with the records)."""
     path = tmp_path / "revision.sqlite"
     storage = PonyStorage(make_settings(f"sqlite:///{path}"))
     try:
@@ -588,7 +621,7 @@ def test_a_declared_write_of_a_users_record_or_a_membership_moves_the_cache_revi
             bob = storage.members.create(group_uuid=team.uuid, user_uuid=bob.uuid, role="member")
             call = partial(MEMBERSHIP_WRITES[write], storage, ada, team, bob)
         else:
-            call = partial(RECORD_WRITES[write], storage, ada)
+            call = partial({**RECORD_WRITES, **PAGE_WRITES}[write], storage, ada)
 
         def number() -> int:
             with sqlite3.connect(path) as connection:

@@ -6,7 +6,7 @@ PostgreSQL and MariaDB when configured:
 - an item read runs one statement (the authentication) instead of two, served from
   memory; a change made through another app (another host) is seen on the very next
   request: a rename, a new address verified, a second factor, a disabled account, a
-  deletion;
+  deletion; so do a page and a count of users, and a new user is in the next ones;
 - sessions and roles are read on every request: a logout and a role change made
   through the other app hold at once;
 - the roles users hold in groups are served from memory too, and a membership added or
@@ -14,8 +14,8 @@ PostgreSQL and MariaDB when configured:
   hand in SQL too; a record changed by hand in SQL is served at most ``max_age``;
 - a change rolled back moves nothing and leaves nothing in memory;
 - a schema upgraded from an earlier step starts the revision (``locky_meta``);
-- two ``locky serve`` processes (two workers each) on PostgreSQL: a rename and a
-  deletion made through one are seen by every worker of the other at once.
+- two ``locky serve`` processes (two workers each) on PostgreSQL: a rename, a new user
+  and a deletion made through one are seen by every worker of the other at once.
 """
 
 from __future__ import annotations
@@ -104,6 +104,51 @@ def test_an_item_read_runs_one_statement_and_sees_changes_at_once(hosts):
     assert me(b, ada) == 401  # a disabled user's session ends with it
     assert a.simulate_delete(f"/v1/private/users/{ada.id}", headers=admin.headers).status_code == 204
     assert b.simulate_get(f"/v1/internal/users/{ada.id}", headers=admin.headers).status_code == 404
+
+
+def test_lists_and_counts_of_users_run_one_statement_and_see_changes_at_once(hosts):
+    """Pages and counts of users are kept with the records: a list of users and their
+    count cost the authentication alone, and a new user, a rename, a verified address,
+    a second factor, a disabled account and a deletion made through the other app are in
+    the very next page and count."""
+    a, b = hosts
+    admin = a.account(ADMIN_EMAIL, verified=True)
+    storage = b.app.context.storage
+
+    def on_b() -> tuple[dict[str, dict], int]:
+        page = b.simulate_get("/v1/internal/users", params={"limit": 50}, headers=admin.headers)
+        count = b.simulate_get("/v1/internal/users/count", headers=admin.headers)
+        assert page.status_code == count.status_code == 200, (page.text, count.text)
+        return {user["email"]: user for user in page.json["users"]}, count.json["count"]
+
+    assert on_b()[1] == 1  # the page and the count are read once, and kept
+    ran, hits = statements(storage), storage.reads.hits
+    for _ in range(3):
+        users, count = on_b()
+        assert set(users) == {ADMIN_EMAIL} and count == 1
+    assert storage.reads.hits - hits == 6
+    assert len(ran) == 6 and all("locky_sessions" in sql for sql in ran)  # the authentication only
+
+    accounts = []
+    for round in range(3):
+        accounts.append(a.account(f"ada{round}@example.com"))
+        users, count = on_b()
+        assert count == round + 2 and f"ada{round}@example.com" in users, f"round {round}"
+    ada = accounts[0]
+    assert a.simulate_put(f"/v1/private/users/{ada.id}", headers=admin.headers,
+                          json={"name": "Ada L."}).status_code == 200
+    assert on_b()[0][ada.email]["name"] == "Ada L."
+    assert a.app.context.storage.users.mark_verified(ada.uuid, ada.email).email_verified
+    assert on_b()[0][ada.email]["email_verified"] is True
+    a.app.context.storage.totp.begin(ada.uuid, "JBSWY3DPEHPK3PXP")
+    assert a.app.context.storage.totp.confirm(ada.uuid, step=1, recovery_hashes=["x"]).mfa_enabled
+    assert on_b()[0][ada.email]["mfa_enabled"] is True
+    assert a.simulate_put(f"/v1/private/users/{ada.id}", headers=admin.headers,
+                          json={"disabled": True}).status_code == 200
+    assert on_b()[0][ada.email]["disabled"] is True
+    assert a.simulate_delete(f"/v1/private/users/{ada.id}", headers=admin.headers).status_code == 204
+    users, count = on_b()
+    assert ada.email not in users and count == 3
 
 
 def test_a_group_scoped_check_reads_its_user_and_their_roles_in_one_statement(hosts):
@@ -259,12 +304,25 @@ def test_two_servers_see_record_changes_at_once(postgres_database, tmp_path):
                 names.add(body["name"])
             return names
 
+        def counts_on_b() -> set[int]:
+            counts = set()
+            for _ in range(6):
+                status, _, body = b.request("GET", "/v1/internal/users/count", headers=admin)
+                assert status == 200, body
+                counts.add(body["count"])
+            return counts
+
         stale = 0
         for round in range(10):
             names_on_b()
             assert a.request("PUT", f"/v1/private/users/{ada_id}", {"name": f"Ada {round}"}, admin)[0] == 200
             stale += len(names_on_b() - {f"Ada {round}"})
         assert stale == 0
+        for round in range(5):  # a new user is counted by every worker of B at once
+            assert counts_on_b() == {2 + round}
+            a.sign_up(f"new{round}@example.com", PASSWORD)
+            assert counts_on_b() == {3 + round}, f"round {round}"
         assert a.request("DELETE", f"/v1/private/users/{ada_id}", headers=admin)[0] == 204
         assert [b.request("GET", f"/v1/internal/users/{ada_id}", headers=admin)[0] for _ in range(6)] == [404] * 6
+        assert counts_on_b() == {6}
     assert "Traceback" not in a.log() + b.log()

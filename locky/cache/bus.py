@@ -23,10 +23,11 @@ class Keeps(enum.Enum):
     #: The caller's session with its user, the policy revision, and user records by id
     #: and uuid: the bus hears every announced write (``LISTEN/NOTIFY``, Redis).
     SESSIONS = "sessions, the policy revision and user records"
-    #: User records (and, as under every bus, the roles users hold in groups): the bus
-    #: learns whether the cache may be used from the session read itself, so sessions
-    #: and the policy revision are always read (the revision bus).
-    USER_RECORDS = "user records"
+    #: User records, and the pages and counts of users (and, as under every bus, the
+    #: roles users hold in groups): the bus learns whether the cache may be used from
+    #: the session read itself, so sessions and the policy revision are always read (the
+    #: revision bus, which every write of a user, a new one included, moves).
+    USER_RECORDS = "user records, their pages and counts"
     #: Everything :attr:`SESSIONS` keeps and every record read (by id and uuid, pages,
     #: counts): the bus sees every commit, whatever it changed and whoever made it
     #: (SQLite's data version).

@@ -29,7 +29,7 @@ from functools import cache
 from locky import providers
 
 __all__ = ["KEPT", "KEYS", "MEMBERS", "READ", "REVISION", "SESSION", "STORAGE_CACHE", "STORES", "UNCACHED", "USERS",
-           "USER_ID", "USER_UUID", "Effect", "Watcher", "moves", "write_topic"]
+           "USER_ID", "USER_PAGE", "USER_PAGES", "USER_UUID", "Effect", "Watcher", "moves", "write_topic"]
 
 # -- topics: what a write makes stale ---------------------------------------------------
 
@@ -50,6 +50,10 @@ USER_UUID = "user-uuid:"
 #: which ends its memberships. A user's delete ends the user's memberships too: the
 #: storage cache drops what it keeps of memberships on any user topic as well.
 MEMBERS = "members"
+#: The pages and counts of users (``UserStore.list``, ``list_documents``, ``count``):
+#: moved by a user's creation, the one write of a user that names no user a cache
+#: holds; every other write of a user's record moves them by its own topic.
+USER_PAGES = "user-pages"
 #: The signing keys (:class:`locky.providers.KeyStore`).
 KEYS = "keys"
 
@@ -60,12 +64,14 @@ class Effect:
     for a write, the ``topic`` it makes stale (``None``: nothing a cache keeps by name)
     and the ``argument`` naming the one session or user, whose value goes after the
     topic; for a read, whether it is ``kept`` (a record read the storage cache may keep
-    when its bus sees every commit)."""
+    when its bus sees every commit), and kept ``with_user_records`` too (under a bus
+    that keeps user records, whose writes it hears)."""
 
     writes: bool
     topic: str | None = None
     argument: str | None = None
     kept: bool = False
+    with_user_records: bool = False
 
 
 #: A read, always served by the store.
@@ -73,6 +79,10 @@ READ = Effect(writes=False)
 #: A record read the storage cache keeps when its bus sees every commit
 #: (:attr:`locky.cache.bus.Keeps.EVERY_READ`).
 KEPT = Effect(writes=False, kept=True)
+#: A page or count of users: kept as :data:`KEPT` is, and also under a bus that keeps
+#: user records (:attr:`locky.cache.bus.Keeps.USER_RECORDS`), since every write that
+#: changes one moves a user's topic or :data:`USER_PAGES`.
+USER_PAGE = Effect(writes=False, kept=True, with_user_records=True)
 #: A write of what no cache keeps by name (a cache of every record read sees its commit).
 UNCACHED = Effect(writes=True)
 
@@ -89,8 +99,9 @@ _RECORD_READS = {"get": KEPT, "get_by_uuid": KEPT, "list": KEPT, "list_documents
 #: Every method of every store of :class:`locky.providers.Storage`, by the store's name.
 STORES: dict[str, dict[str, Effect]] = {
     "users": {
-        **_RECORD_READS, "get_by_email": READ, "for_update": READ, "get_many_by_uuid": KEPT,
-        "create": UNCACHED,  # nothing cached names a user not made yet
+        **_RECORD_READS, "list": USER_PAGE, "list_documents": USER_PAGE, "count": USER_PAGE,
+        "get_by_email": READ, "for_update": READ, "get_many_by_uuid": KEPT,
+        "create": moves(USER_PAGES),  # nothing cached names a user not made yet, but pages count them
         "update": moves(USER_ID, "id"),
         "delete": moves(USER_ID, "id"),  # its sessions end with it: they carry its tags
         "mark_verified": moves(USER_UUID, "uuid"),
@@ -176,7 +187,7 @@ class Watcher:
 
 #: The storage cache (:mod:`locky.cache.storage`).
 STORAGE_CACHE = Watcher(
-    "the storage cache", frozenset({REVISION, USERS, SESSION, USER_ID, USER_UUID, MEMBERS}),
+    "the storage cache", frozenset({REVISION, USERS, SESSION, USER_ID, USER_UUID, MEMBERS, USER_PAGES}),
     "every write that moves one of its topics is announced on its change bus (locky.cache.bus),"
     " as the bus's freshness says",
 )

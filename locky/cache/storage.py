@@ -20,7 +20,7 @@ from typing import Any, Callable, Hashable
 from locky.cache.bus import ChangeBus, Keeps
 from locky.cache.context import FILLING, request_wrote
 from locky.cache.declared import (
-    MEMBERS, REVISION, SESSION, STORAGE_CACHE, STORES, USER_ID, USER_UUID, write_topic,
+    MEMBERS, REVISION, SESSION, STORAGE_CACHE, STORES, USER_ID, USER_PAGES, USER_UUID, write_topic,
 )
 from locky.records import Authenticated, Page
 
@@ -252,8 +252,9 @@ def _announcing(owner: "CachingStorage", inner, store: str, method: str) -> Call
 
 class _Through:
     """One store of the wrapped storage: its writes whose topic the storage cache follows
-    are announced (:data:`STORES`); with a bus that keeps every read, its :data:`KEPT`
-    reads come from :meth:`CachingStorage.read`; everything else goes to the wrapped
+    are announced (:data:`STORES`); the reads its bus lets it keep
+    (:meth:`CachingStorage.keeps`: every :data:`KEPT` read, or the pages and counts of
+    users) come from :meth:`CachingStorage.read`; everything else goes to the wrapped
     store unchanged."""
 
     def __init__(self, inner, owner: "CachingStorage", store: str):
@@ -261,9 +262,9 @@ class _Through:
         for method, effect in STORES[store].items():
             if hasattr(type(self), method):
                 continue  # served by hand below
-            if effect.writes and effect.topic in STORAGE_CACHE.topics:
+            if effect.writes and owner.follows(effect.topic):
                 setattr(self, method, _announcing(owner, inner, store, method))
-            elif effect.kept and owner.caches_everything and hasattr(inner, method):
+            elif owner.keeps(effect) and hasattr(inner, method):
                 setattr(self, method, partial(owner.read, (store, method), getattr(inner, method)))
 
     def __getattr__(self, name: str) -> Any:
@@ -274,8 +275,7 @@ def _wrapped(inner, owner: "CachingStorage", store: str, through: type = _Throug
     """``inner`` itself when the cache has nothing to do with the store, else its wrapper."""
     declared = STORES[store].values()
     if through is _Through and not any(
-            (effect.writes and effect.topic in STORAGE_CACHE.topics) or (effect.kept and owner.caches_everything)
-            for effect in declared):
+            (effect.writes and owner.follows(effect.topic)) or owner.keeps(effect) for effect in declared):
         return inner
     return through(inner, owner, store)
 
@@ -497,7 +497,9 @@ class CachingStorage:
     What the cache keeps is what the bus declares (:class:`~locky.cache.bus.Keeps`), and under every bus
     the roles users hold in groups (outside atomic blocks: :class:`_Members`): under a bus that
     keeps only user records (:mod:`locky_pony.revision_bus`) sessions and the policy
-    revision always come from the wrapped storage; under one that keeps every read
+    revision always come from the wrapped storage, and pages and counts of users
+    (:data:`locky.cache.declared.USER_PAGE`) are kept with the records, in :meth:`read`'s
+    cache, which every write of a user or a new one empties; under one that keeps every read
     (:mod:`locky_pony.data_version`, which sees every commit whatever it changed and
     whoever made it) the reads of every record kind, lists and counts included
     (:data:`locky.cache.declared.KEPT`), are kept too, in a cache of their own
@@ -513,6 +515,9 @@ class CachingStorage:
         self.bus = bus
         self.caches_only_records = bus.keeps is Keeps.USER_RECORDS
         self.caches_everything = bus.keeps is Keeps.EVERY_READ
+        #: Pages and counts of users (:data:`~locky.cache.declared.USER_PAGE`) are kept,
+        #: in :attr:`reads`, under a bus that keeps user records or every read.
+        self.keeps_user_pages = self.caches_only_records or self.caches_everything
         self.cache = Cache(max_age, bus.fresh, max_entries, bus.fresh_to_store)
         # Pages weigh their records: ``max_entries`` records in all.
         self.reads = Cache(max_age, bus.fresh_to_store, max_entries)
@@ -529,6 +534,16 @@ class CachingStorage:
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    def keeps(self, effect) -> bool:
+        """Whether a read declared ``effect`` is kept (in :attr:`reads`) under this bus."""
+        return effect.kept and (self.caches_everything or (effect.with_user_records and self.keeps_user_pages))
+
+    def follows(self, topic: str | None) -> bool:
+        """Whether a write of ``topic`` is announced: the storage cache's topics, but
+        :data:`~locky.cache.declared.USER_PAGES` only where pages of users are kept (a
+        bus that keeps sessions would wait on every host for a registration otherwise)."""
+        return topic in STORAGE_CACHE.topics and (topic != USER_PAGES or self.keeps_user_pages)
 
     # -- invalidation ------------------------------------------------------------
 
@@ -565,6 +580,10 @@ class CachingStorage:
     def _heard(self, what: str) -> None:
         if self.caches_everything:  # any announcement: a page or count may hold what it names
             self.reads.clear()
+        elif self.keeps_user_pages and not what.startswith((SESSION, REVISION, MEMBERS)):
+            self.reads.clear()  # a user, every user, or a new one: what pages of users hold
+        if what == USER_PAGES:
+            return  # a new user: no record, session or role kept names it yet
         if what.startswith(SESSION):
             self.cache.drop(what)
         elif what.startswith((USER_ID, USER_UUID)):

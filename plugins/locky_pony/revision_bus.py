@@ -1,18 +1,21 @@
 """The cache revision as the change bus of the storage cache (``LOCKY_AUTH_CACHE=revision``,
 the default on PostgreSQL and MySQL/MariaDB): each worker serves user records (the reads
-by id and by uuid) and the roles users hold in groups (``role_of``, ``roles_in``) from
-memory, and every host sees a change to one on its very next request, with no
-connection, thread or message of its own.
+by id and by uuid), pages and counts of users (``list``, ``list_documents``, ``count``)
+and the roles users hold in groups (``role_of``, ``roles_in``) from memory, and every
+host sees a change to one on its very next request, with no connection, thread or
+message of its own.
 
 The statement that authenticates a request (the session with its user and the policy
 revision: one round trip, as without a cache) reads one more number with them: the
 *cache revision* in ``locky_meta``, which every change to a user's record or to a
-membership moves inside its own transaction (:func:`.stores.move_cache_revision`): the
-writes that :mod:`locky.cache.declared` declares with a user's topic, sessions aside, or
-with the memberships' (``tests/test_cache_declarations.py`` holds the stores to it).
-Sessions and the policy revision are still read on every request; what the cache saves
-is the read of the record an item read then asks for, and of the membership a
-group-scoped check asks for: each costs one round trip instead of two.
+membership, and every new user, moves inside its own transaction
+(:func:`.stores.move_cache_revision`): the writes that :mod:`locky.cache.declared`
+declares with a user's topic, sessions aside, with the memberships' or with the pages
+of users' (``tests/test_cache_declarations.py`` holds the stores to it). Sessions and
+the policy revision are still read on every request; what the cache saves is the read
+of the record an item read then asks for, of the page or count a list of users asks
+for, and of the membership a group-scoped check asks for: each costs one round trip
+instead of two.
 
 Why a cached record is never served after a change that replaced it was answered:
 
@@ -29,8 +32,9 @@ Why a cached record is never served after a change that replaced it was answered
 - *A request's own writes.* After a write through the cache the request reads through.
 - *Nothing uncommitted.* Inside a transaction the cache is neither used nor told.
 
-Writes made by hand in SQL do not move the number: a record changed that way is served
-from a worker's memory for at most ``max_age`` seconds (10 by default). Sessions and
+Writes made by hand in SQL do not move the number: a record changed that way (or a page
+or count of users) is served from a worker's memory for at most ``max_age`` seconds (10
+by default). Sessions and
 policy changes made by hand are seen at once: they are read on every request.
 """
 

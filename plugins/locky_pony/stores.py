@@ -73,8 +73,9 @@ def move_policy_revision(entities) -> None:
 
 
 def move_cache_revision(entities) -> None:
-    """A user's record or a role in a group changes in this transaction: move the cache
-    revision with it, so that no worker serves what it read before (:mod:`.revision_bus`)."""
+    """A user's record or a role in a group changes, or a user is made, in this
+    transaction: move the cache revision with it, so that no worker serves what it read
+    before (:mod:`.revision_bus`)."""
     row = entities.Meta.get_for_update(key=CACHE_REVISION)
     if row is not None:
         row.number += 1
@@ -212,6 +213,7 @@ class UserStore(Collection):
         with integrity_errors(Conflict("email", "Already registered.")):
             row = insert(self.entity, uuid=new_uuid(), created_at=now, updated_at=now,
                          name=name, email=email, password_hash=password_hash, external_id=external_id or None)
+        move_cache_revision(self.entities)  # the pages and counts of users kept hold one more
         return user_record(row)
 
     def get_by_email(self, email: str) -> User | None:
