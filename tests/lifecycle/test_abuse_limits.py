@@ -20,7 +20,7 @@ from locky.settings import Settings, SettingsError
 from locky.testing import PASSWORD
 
 from authz_helpers import assert_error
-from lifecycle_helpers import (ACCEPTED, FORGOT, REGISTER, RESEND, assert_mail_settles, put_user)
+from lifecycle_helpers import ACCEPTED, FORGOT, REGISTER, RESEND, assert_mail_settles
 
 LIMIT = 3
 ADDRESS, OTHER = "203.0.113.10", "203.0.113.20"

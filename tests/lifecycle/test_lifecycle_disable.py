@@ -7,14 +7,12 @@ boolean."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from locky.testing import PASSWORD
 
 from authz_helpers import assert_error, assert_fields, assert_forbidden
-from lifecycle_helpers import SETTLE, USERS, login, me, me_status, put_user, refresh_status
+from lifecycle_helpers import USERS, login, me, me_status, put_user, refresh_status, sender_settled
 
 
 def test_an_admin_disables_a_user_and_every_login_ends(locky_client, locky_admin):
@@ -87,7 +85,7 @@ def test_a_disabled_user_cannot_reset_their_way_back_in(locky_client, locky_admi
     assert put_user(locky_client, locky_admin, ada.id, {"disabled": True}).status_code == 200
     result = locky_client.simulate_post("/v1/public/users/password/forgot", json={"email": "ada@example.com"})
     assert result.status_code == 202 and result.json == {"status": "accepted"}
-    time.sleep(SETTLE)  # whether a reset code is sent to a disabled account is not specified
+    sender_settled(locky_client)  # whether a reset code is sent to a disabled account is not specified
     messages = locky_client.mailbox.messages(to="ada@example.com", purpose="reset")
     password = PASSWORD
     for message in messages:

@@ -19,8 +19,8 @@ import pytest
 from locky.testing import PASSWORD
 
 from authz_helpers import assert_error, assert_fields
-from lifecycle_helpers import (LOGIN_MFA, ME, TOKEN_KEYS, TOTP, TOTP_CONFIRM, USERS, Authenticator, bearer, hotp,
-                               login, me, me_status, post, refresh_status, totp)
+from lifecycle_helpers import (LOGIN_MFA, ME, TOKEN_KEYS, TOTP, TOTP_CONFIRM, USERS, Authenticator, hotp, login, me,
+                               me_status, refresh_status, totp)
 
 METHODS = ["totp", "recovery_code"]
 
