@@ -20,6 +20,7 @@ PostgreSQL and MariaDB when configured:
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -54,12 +55,15 @@ def hosts(locky_app_factory, database_url):
 
 
 def statements(storage) -> list[str]:
-    """The statements ``storage``'s plain-SQL reader runs from now on (its round trips)."""
-    reader, ran = storage.inner.reader, []
+    """The statements ``storage``'s plain-SQL reader runs from now on on this thread (the
+    requests' round trips; a background thread of the app, its mail sender reading a
+    letter's user, does not count)."""
+    reader, ran, thread = storage.inner.reader, [], threading.get_ident()
     select = reader.select
 
     def counted(statement, params, **options):
-        ran.append(statement.direct)
+        if threading.get_ident() == thread:
+            ran.append(statement.direct)
         return select(statement, params, **options)
 
     reader.select = counted
