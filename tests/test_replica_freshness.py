@@ -34,9 +34,12 @@ def cluster():
 
 @pytest.fixture
 def client(cluster):
+    # The cache off: under it the count and list of users, which these tests read to see
+    # which server answered, would be kept, and read from the primary
+    # (tests/test_replicas.py::test_a_record_a_worker_keeps_comes_from_the_primary).
     app = create_app(make_settings(cluster.primary_url, log_requests=False, bcrypt_rounds=4,
                                    database_replica_urls=(cluster.standby_url,),
-                                   database_replica_max_lag=MAX_LAG))
+                                   database_replica_max_lag=MAX_LAG, auth_cache="off"))
     try:
         yield LockyClient(app)
     finally:

@@ -1,7 +1,9 @@
 """Read replicas (``LOCKY_DATABASE_REPLICA_URLS``, issue 18) against a real streaming
 standby: lists and counts come from the replica while logins and writes go to the
 primary; a replica further behind than ``LOCKY_DATABASE_REPLICA_MAX_LAG`` or one that is
-down is left alone and the primary answers, never a 503."""
+down is left alone and the primary answers, never a 503. What a worker keeps (user
+records, and the pages and counts of users, under the default ``revision`` cache) is
+read from the primary: those tests of the replica's answers turn the cache off."""
 
 from __future__ import annotations
 
@@ -65,7 +67,8 @@ def test_a_host_pointed_at_a_standby_says_so_in_its_log(cluster, caplog):
 def test_a_record_a_worker_keeps_comes_from_the_primary():
     """With the auth cache (``revision``, the default here), a user record read to be
     kept comes from the primary: a standby behind by less than its bound would otherwise
-    be kept past it, for as long as the record does not change again."""
+    be kept past it, for as long as the record does not change again. So do the pages
+    and counts of users: a new user is in them at once, however far behind the standby."""
     with replica_cluster() as cluster:  # its own: the test below counts the users
         _renamed_while_replay_is_paused(cluster)
 
@@ -85,13 +88,23 @@ def _renamed_while_replay_is_paused(cluster) -> None:
             assert answer.status_code == 200, answer.text
             return answer.json["name"]
 
+        def users() -> tuple[int, set[str]]:
+            count = client.simulate_get("/v1/internal/users/count", headers=admin.headers)
+            page = client.simulate_get("/v1/internal/users", headers=admin.headers, params={"limit": 50})
+            assert count.status_code == page.status_code == 200, (count.text, page.text)
+            return count.json["count"], {user["email"] for user in page.json["users"]}
+
         assert name() == name()
+        assert users() == users() == (2, {ADMIN_EMAIL, "ada@example.com"})
         cluster.standby_sql("SELECT pg_wal_replay_pause()")
         try:
             renamed = client.simulate_put(f"/v1/private/users/{ada.id}", headers=admin.headers,
                                           json={"name": "Ada Lovelace"})
             assert renamed.status_code == 200, renamed.text
             assert name() == "Ada Lovelace" and name() == "Ada Lovelace"
+            client.register("late@example.com")
+            assert users() == users() == (3, {ADMIN_EMAIL, "ada@example.com", "late@example.com"})
+            assert not cluster.standby_sql("SELECT 1 FROM locky_users WHERE email = 'late@example.com'")
         finally:
             cluster.standby_sql("SELECT pg_wal_replay_resume()")
     finally:
@@ -99,9 +112,10 @@ def _renamed_while_replay_is_paused(cluster) -> None:
 
 
 def test_lists_come_from_the_replica_and_a_lagging_or_lost_one_is_left_alone(cluster):
+    # The cache off: under it the count of users would be kept, and read from the primary.
     app = create_app(make_settings(cluster.primary_url, log_requests=False, bcrypt_rounds=4,
                                    database_replica_urls=(cluster.standby_url,),
-                                   database_replica_max_lag=MAX_LAG))
+                                   database_replica_max_lag=MAX_LAG, auth_cache="off"))
     try:
         client = LockyClient(app)
         admin = client.account(ADMIN_EMAIL, verified=True)
