@@ -6,7 +6,8 @@ PostgreSQL and MariaDB when configured:
 - an item read runs one statement (the authentication) instead of two, served from
   memory; a change made through another app (another host) is seen on the very next
   request: a rename, a new address verified, a second factor, a disabled account, a
-  deletion; so do a page and a count of users, and a new user is in the next ones;
+  deletion; so do a page and a count of users, and a new user is in the next ones,
+  also while threads count through the other app as the users are registered;
 - sessions and roles are read on every request: a logout and a role change made
   through the other app hold at once;
 - the roles users hold in groups are served from memory too, and a membership added or
@@ -153,6 +154,47 @@ def test_lists_and_counts_of_users_run_one_statement_and_see_changes_at_once(hos
     assert a.simulate_delete(f"/v1/private/users/{ada.id}", headers=admin.headers).status_code == 204
     users, count = on_b()
     assert ada.email not in users and count == 3
+
+
+#: Registrations made through one app while the other counts, and its counting threads.
+RACE_REGISTRATIONS, RACE_READERS = 40, 3
+
+
+def test_a_count_begun_after_a_registration_was_answered_includes_it_under_load(hosts):
+    """Threads count the users through one app, filling and emptying its kept count,
+    while the other app registers users one after another: every count that began after
+    a registration was answered includes it (a count kept from before the registration,
+    or filled from a read begun before it, would not)."""
+    a, b = hosts
+    admin = a.account(ADMIN_EMAIL, verified=True)
+    answered = [1]  # how many users exist once the last registration was answered
+    late: list[tuple[int, int]] = []
+    failed: list[str] = []
+    done = threading.Event()
+
+    def count_on_b() -> None:
+        while not done.is_set():
+            at_least = answered[0]
+            answer = b.simulate_get("/v1/internal/users/count", headers=admin.headers)
+            if answer.status_code != 200:
+                failed.append(answer.text)
+            elif answer.json["count"] < at_least:
+                late.append((answer.json["count"], at_least))
+
+    readers = [threading.Thread(target=count_on_b) for _ in range(RACE_READERS)]
+    for reader in readers:
+        reader.start()
+    try:
+        for n in range(RACE_REGISTRATIONS):
+            a.register(f"racer{n}@example.com")
+            answered[0] = n + 2
+    finally:
+        done.set()
+        for reader in readers:
+            reader.join(30)
+    assert failed == [] and late == []
+    assert b.simulate_get("/v1/internal/users/count", headers=admin.headers).json["count"] == RACE_REGISTRATIONS + 1
+    assert b.app.context.storage.reads.hits > 0  # the count was served from memory between registrations
 
 
 def test_a_group_scoped_check_reads_its_user_and_their_roles_in_one_statement(hosts):
