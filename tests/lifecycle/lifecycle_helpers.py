@@ -33,11 +33,8 @@ USER_KEYS = {"id", "uuid", "created_at", "updated_at", "deleted_at", "name", "em
              "email_verified", "disabled", "mfa_enabled"}
 TOKEN_KEYS = {"access_token", "token_type", "expires_in", "refresh_token", "user"}
 ACCEPTED = {"status": "accepted"}
-#: How long a test waits for the background sender to hand every queued letter to the
-#: mailer (it takes well under a second), and to be sure a message it expects NOT to
-#: get does not come from an app it cannot look into.
-SETTLE = 1.5
-#: How long the sender may take at most to empty the outbox before a test fails.
+#: How long the background sender may take to empty the outbox before a test fails (it
+#: hands queued letters to the mailer well under a second).
 SENDER_TIMEOUT = 10.0
 
 
@@ -96,13 +93,8 @@ def mail_count(client, to: str, purpose: str | None = None) -> int:
 def sender_settled(client) -> None:
     """Return once the app's background sender has handled every letter queued so far:
     its outbox is empty, each letter sent or dropped (a request queues its letters
-    before it answers, and the sender deletes one only after the mailer took it). A
-    client without an app in this process (a real server) gets :data:`SETTLE`."""
-    app = getattr(client, "app", None)
-    if app is None:
-        time.sleep(SETTLE)
-        return
-    outbox = app.context.storage.outbox
+    before it answers, and the sender deletes one only after the mailer took it)."""
+    outbox = client.app.context.storage.outbox
     deadline = time.monotonic() + SENDER_TIMEOUT
     while (waiting := outbox.pending()) > 0:
         assert time.monotonic() < deadline, f"{waiting} letter(s) still in the outbox after {SENDER_TIMEOUT} s"
